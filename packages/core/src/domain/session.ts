@@ -1,0 +1,84 @@
+import type { AgentPathEntry } from './agent-path.js'
+import type { SessionErrorCode } from './errors.js'
+import type { SharedContext } from './shared-context.js'
+
+export type SessionState = 'ongoing' | 'paused' | 'closed'
+
+export const PAUSE_REASON_MAX = 500
+export const EXTERNAL_REFERENCE_MAX = 200
+export const RESUME_NOTE_MAX = 500
+
+export interface PauseState {
+  readonly pausedAt: string
+  readonly reason?: string
+  readonly externalReference?: string
+}
+
+export type RoutingReason = 'resolved' | 'max_depth' | 'cycle' | 'fallback'
+
+export interface RoutingOutcome {
+  readonly reason: RoutingReason
+  readonly depth: number
+  readonly at: string
+}
+
+export interface SessionErrorRecord {
+  readonly code: SessionErrorCode
+  readonly message: string
+  readonly agentId?: number
+  readonly at: string
+}
+
+export interface SessionMetadata {
+  readonly agentPath: readonly AgentPathEntry[]
+  readonly sharedContext: SharedContext
+  readonly routing?: RoutingOutcome
+  readonly errors: readonly SessionErrorRecord[]
+}
+
+/** Who the session talks to, on the channel the integration names. */
+export interface Customer {
+  readonly clientId: string
+  readonly channelId?: string
+  readonly transport?: string
+}
+
+export interface Session {
+  readonly id: string
+  readonly companyId: number
+  readonly integrationId: string
+  readonly customer: Customer
+  readonly state: SessionState
+  readonly activeAgentId: number
+  readonly entryAgentId: number
+  readonly metadata: SessionMetadata
+  readonly pauseState?: PauseState
+  readonly createdAt: string
+  readonly updatedAt: string
+  /** Bumped on every write; lets a turn notice that someone else changed the session meanwhile. */
+  readonly version: number
+}
+
+export type MessageRole = 'customer' | 'agent' | 'operator' | 'system'
+export type Delivery = 'pending' | 'sent' | 'failed' | 'blocked'
+
+export interface Message {
+  readonly id: string
+  readonly companyId: number
+  readonly sessionId: string
+  readonly role: MessageRole
+  readonly text: string
+  readonly agentId?: number
+  readonly at: string
+  /** Insertion order within the whole store; message order is this, never the clock. */
+  readonly sequence: number
+  /** The channel's own id of an inbound message; one message per id and integration. */
+  readonly externalId?: string
+  /** Outgoing messages only. */
+  readonly delivery?: Delivery
+}
+
+/** Cut a text to a length limit, for failure reasons that come from outside. */
+export function truncate(text: string, max: number): string {
+  return text.length <= max ? text : text.slice(0, max)
+}

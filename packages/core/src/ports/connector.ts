@@ -1,0 +1,36 @@
+import type { Message, Session } from '../domain/session.js'
+import type { Integration } from './storage.js'
+
+/** How a send ended. A retryable failure is tried again on the outbox schedule. */
+export type SendOutcome =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly retryable: boolean; readonly error: string }
+
+export interface HumanTransferRequest {
+  readonly integration: Integration
+  readonly session: Session
+  readonly operatorId?: number
+  readonly groupId?: number
+  readonly systemMessage: boolean
+}
+
+export type HumanTransferOutcome =
+  | { readonly ok: true; readonly externalReference?: string }
+  | { readonly ok: false; readonly error: string }
+
+/**
+ * A messaging channel. `send` delivers one outgoing message of a session; the channel's optional
+ * abilities are optional methods, checked with the `supports…` guards.
+ */
+export interface Connector {
+  /** The integration `type` this connector serves, e.g. `msgplatform`. */
+  readonly type: string
+  send(options: { integration: Integration; session: Session; message: Message }): Promise<SendOutcome>
+  transferToHuman?(request: HumanTransferRequest): Promise<HumanTransferOutcome>
+}
+
+export function supportsHumanTransfer(
+  connector: Connector,
+): connector is Connector & Required<Pick<Connector, 'transferToHuman'>> {
+  return typeof connector.transferToHuman === 'function'
+}

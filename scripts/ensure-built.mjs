@@ -1,0 +1,35 @@
+// `npm start` builds only what is missing or older than its sources, so a built checkout starts
+// in well under 5 s and a fresh one needs no build step of its own.
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+
+const root = new URL('..', import.meta.url).pathname
+const order = ['packages/core', 'packages/adapter-express', 'packages/adapter-postgres', 'packages/provider-openai',
+  'packages/connector-msgplatform', 'packages/connector-webchat', 'examples/reference-server']
+
+function newest(dir) {
+  let latest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs)
+  }
+  return latest
+}
+
+for (const relative of order) {
+  const dir = join(root, relative)
+  if (!existsSync(join(dir, 'package.json'))) continue
+  const src = join(dir, 'src')
+  const dist = join(dir, 'dist')
+  if (!existsSync(src)) continue
+  if (existsSync(dist) && newest(dist) >= newest(src)) continue
+  console.error(`building ${relative}…`)
+  const result = spawnSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] })
+  if (result.status !== 0) process.exit(result.status ?? 1)
+}
+
+if (!existsSync(join(root, 'examples/reference-server/package.json'))) {
+  console.error('The reference server is not built yet: it arrives with the HTTP API (issue 3).')
+  process.exit(1)
+}
