@@ -5,8 +5,15 @@ import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
-const order = ['packages/core', 'packages/adapter-express', 'packages/adapter-postgres', 'packages/provider-openai',
-  'packages/connector-msgplatform', 'packages/connector-webchat', 'examples/reference-server']
+const order = [
+  'packages/core',
+  'packages/adapter-express',
+  'packages/adapter-postgres',
+  'packages/provider-openai',
+  'packages/connector-msgplatform',
+  'packages/connector-webchat',
+  'examples/reference-server',
+]
 
 function newest(dir) {
   let latest = 0
@@ -25,7 +32,10 @@ for (const relative of order) {
   if (!existsSync(src)) continue
   if (existsSync(dist) && newest(dist) >= newest(src)) continue
   console.error(`building ${relative}…`)
-  const result = spawnSync('npm', ['run', 'build', '--silent'], { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'] })
+  const result = spawnSync('npm', ['run', 'build', '--silent'], {
+    cwd: dir,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 

@@ -96,10 +96,11 @@ export interface MessageRepository {
   /** In arrival order, after `afterSequence` when given. */
   list(options: { sessionId: string; afterSequence?: number; limit: number }): Promise<Message[]>
   /**
-   * The `limit` most recent conversational messages before `beforeSequence`, oldest first:
-   * customer, agent and operator messages, blocked replies left out.
+   * The `limit` most recent conversational messages (customer, agent and operator; blocked replies
+   * left out) that a turn answering the message at `currentSequence` sees, oldest first: every
+   * reply and operator message so far, but no customer message that arrived after the current one.
    */
-  history(options: { sessionId: string; beforeSequence: number; limit: number }): Promise<Message[]>
+  history(options: { sessionId: string; currentSequence: number; limit: number }): Promise<Message[]>
   setDelivery(options: { id: string; delivery: Delivery }): Promise<void>
   /** Turns the session's pending outgoing messages of `roles` into blocked; returns their ids. */
   blockPending(options: { sessionId: string; roles: readonly MessageRole[] }): Promise<string[]>

@@ -1,0 +1,34 @@
+/**
+ * English words that carry no topic, so routing and knowledge search ignore them. Words shorter
+ * than three letters never reach this list. The word pattern splits contractions at the
+ * apostrophe, so their leftover stems (`don` of don't, `isn` of isn't…) are listed instead.
+ */
+export const STOP_WORDS: ReadonlySet<string> = new Set(
+  [
+    // The contract's minimum list.
+    'the and for you your with are this that have what how can not but from about please want need',
+    // Pronouns and determiners.
+    'yours yourself yourselves they them their theirs themselves our ours ourselves its itself his',
+    'her hers herself him himself she myself these those who whom whose which all any some more most',
+    'other such own same each few both either neither every many much another',
+    // Auxiliary and modal verbs.
+    'was were will would could should shall might must has had having does did doing done been being may',
+    // Prepositions, conjunctions and adverbs.
+    'there here when where why into onto upon also just than then too very only out off over under again',
+    'once nor yet because while until after before above below between through during against among',
+    'within without down further whether though although now still even ever really',
+    // Leftovers of contractions.
+    'don doesn didn isn aren wasn weren won wouldn couldn shouldn haven hasn hadn let',
+  ].flatMap((line) => line.split(' ')),
+)
+
+const WORD = /\p{L}{3,}/gu
+
+/**
+ * The words of a text that can say what it is about: lowercase runs of three or more Unicode
+ * letters, stop words removed, in order and with repeats (search weighs how often a word occurs).
+ */
+export function contentWords(text: string): string[] {
+  const words = text.toLowerCase().match(WORD) ?? []
+  return words.filter((word) => !STOP_WORDS.has(word))
+}

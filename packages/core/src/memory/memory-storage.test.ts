@@ -1,0 +1,216 @@
+import { describe, expect, it, vi } from 'vitest'
+import { runJobQueueConformance } from '../testing/conformance/job-queue-conformance.js'
+import { runStorageConformance } from '../testing/conformance/storage-conformance.js'
+import { at, createChannel, createSession, insertMessage } from '../testing/conformance/storage-fixtures.js'
+import { createMemoryStorage } from './memory-storage.js'
+
+runStorageConformance('memory', createMemoryStorage)
+runJobQueueConformance('memory', createMemoryStorage)
+
+function isDeepFrozen(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return true
+  return Object.isFrozen(value) && Object.values(value).every(isDeepFrozen)
+}
+
+describe('memory storage', () => {
+  it('is of kind memory and numbers agents and integrations from 1', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+
+    expect(storage.kind).toBe('memory')
+    expect(channel.agent.id).toBe(1)
+    expect(channel.integration.id).toBe('1')
+  })
+
+  it('hands out deeply frozen records', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel)
+    const message = await insertMessage(storage, session)
+
+    expect(isDeepFrozen(channel.agent)).toBe(true)
+    expect(isDeepFrozen(channel.integration)).toBe(true)
+    expect(isDeepFrozen(session)).toBe(true)
+    expect(isDeepFrozen(message)).toBe(true)
+    expect(() => {
+      ;(session.metadata.agentPath as unknown[]).push('x')
+    }).toThrow(TypeError)
+  })
+
+  it('lists sessions created in the same millisecond latest first', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const first = await createSession(storage, channel)
+    const second = await createSession(storage, channel)
+    const third = await createSession(storage, channel)
+
+    const page = await storage.sessions.list({ companyId: 7, limit: 10 })
+    expect(page.items.map((session) => session.id)).toEqual([third.id, second.id, first.id])
+  })
+
+  it('answers an empty page to a cursor it did not write', async () => {
+    const storage = createMemoryStorage()
+    await createChannel(storage, 7)
+
+    expect(await storage.agents.list({ companyId: 7, limit: 10, cursor: 'not a cursor' })).toEqual({
+      items: [],
+      nextCursor: null,
+    })
+    expect(await storage.sessions.list({ companyId: 7, limit: 10, cursor: 'bm9wZQ' })).toEqual({
+      items: [],
+      nextCursor: null,
+    })
+  })
+
+  it('refuses a page limit below 1', async () => {
+    const storage = createMemoryStorage()
+    await expect(storage.agents.list({ companyId: 7, limit: 0 })).rejects.toThrow(RangeError)
+  })
+
+  it('runs one transaction at a time', async () => {
+    const storage = createMemoryStorage()
+    const events: string[] = []
+    const run = (name: string) =>
+      storage.transaction(async () => {
+        events.push(`${name} start`)
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        events.push(`${name} end`)
+      })
+
+    await Promise.all([run('first'), run('second'), run('third')])
+    expect(events).toEqual([
+      'first start',
+      'first end',
+      'second start',
+      'second end',
+      'third start',
+      'third end',
+    ])
+  })
+
+  it('keeps calls on the storage waiting while a transaction runs', async () => {
+    const storage = createMemoryStorage()
+    let release: () => void = () => {}
+    const released = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const transaction = storage.transaction(async (tx) => {
+      const channel = await createChannel(tx, 7)
+      await released
+      return channel
+    })
+
+    const read = storage.agents.list({ companyId: 7, limit: 10 })
+    const settled = vi.fn()
+    read.then(settled, settled)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(settled).not.toHaveBeenCalled()
+
+    release()
+    const channel = await transaction
+    expect((await read).items).toEqual([channel.agent])
+  })
+
+  it('refuses to use the repositories of a transaction that is over', async () => {
+    const storage = createMemoryStorage()
+    const tx = await storage.transaction(async (repositories) => repositories)
+
+    await expect(tx.agents.get({ companyId: 7, id: 1 })).rejects.toThrow(/transaction is already over/)
+  })
+
+  it('takes back only the failed call inside a transaction', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel, { clientId: 'alice' })
+
+    const inserted = await storage.transaction(async (tx) => {
+      const message = await insertMessage(tx, session)
+      await expect(createSession(tx, channel, { clientId: 'alice' })).rejects.toThrow(
+        /already has open session/,
+      )
+      return message
+    })
+
+    expect(await storage.messages.get({ id: inserted.id })).toEqual(inserted)
+    expect((await storage.sessions.list({ companyId: 7, limit: 10 })).items).toEqual([session])
+  })
+
+  it('frees a lease at the instant it runs out', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel)
+    await storage.transaction(async (tx) => {
+      const message = await insertMessage(tx, session)
+      await tx.jobs.enqueue({ companyId: 7, sessionId: session.id, messageId: message.id, availableAt: at() })
+    })
+
+    await storage.jobs.lease({ now: at(), leaseMs: 1000, token: 'first' })
+    expect(await storage.jobs.lease({ now: at(999), leaseMs: 1000, token: 'second' })).toBeNull()
+    expect(await storage.jobs.lease({ now: at(1000), leaseMs: 1000, token: 'second' })).toMatchObject({
+      token: 'second',
+    })
+  })
+
+  it("tells listeners after a completion that frees a session's next job, never synchronously", async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel)
+    for (let index = 0; index < 2; index++) {
+      const message = await insertMessage(storage, session)
+      await storage.jobs.enqueue({
+        companyId: 7,
+        sessionId: session.id,
+        messageId: message.id,
+        availableAt: at(),
+      })
+    }
+    const leased = (await storage.jobs.lease({ now: at(), leaseMs: 1000, token: 'worker' }))!
+    const listener = vi.fn()
+    storage.jobs.onAvailable(listener)
+
+    const completing = storage.jobs.complete({ jobId: leased.jobId, token: 'worker' })
+    expect(listener).not.toHaveBeenCalled()
+    await completing
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    expect(listener).toHaveBeenCalledTimes(1)
+  })
+
+  it('keeps other listeners hearing when one throws', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel)
+    const errors: unknown[] = []
+    const onError = (error: unknown) => errors.push(error)
+    process.on('uncaughtException', onError)
+    const listener = vi.fn()
+    storage.jobs.onAvailable(() => {
+      throw new Error('listener failed')
+    })
+    storage.jobs.onAvailable(listener)
+
+    try {
+      const message = await insertMessage(storage, session)
+      await storage.jobs.enqueue({
+        companyId: 7,
+        sessionId: session.id,
+        messageId: message.id,
+        availableAt: at(),
+      })
+      await new Promise((resolve) => setTimeout(resolve, 0))
+      expect(listener).toHaveBeenCalledTimes(1)
+      expect(errors).toEqual([new Error('listener failed')])
+    } finally {
+      process.off('uncaughtException', onError)
+    }
+  })
+
+  it('refuses calls once closed, after the running transaction finishes', async () => {
+    const storage = createMemoryStorage()
+    const transaction = storage.transaction((tx) => createChannel(tx, 7))
+    await storage.close()
+
+    await expect(transaction).resolves.toMatchObject({ companyId: 7 })
+    await expect(storage.agents.get({ companyId: 7, id: 1 })).rejects.toThrow(/closed/)
+    await expect(storage.transaction(async () => 1)).rejects.toThrow(/closed/)
+  })
+})

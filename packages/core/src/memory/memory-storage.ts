@@ -1,0 +1,107 @@
+import type { Repositories, Storage } from '../ports/storage.js'
+import { type AgentTable, createAgentRepository, createAgentTable } from './agent-repository.js'
+import {
+  createIntegrationRepository,
+  createIntegrationTable,
+  type IntegrationTable,
+} from './integration-repository.js'
+import {
+  type AvailabilityListeners,
+  createAvailabilityListeners,
+  createJobQueue,
+  createJobTable,
+  type JobTable,
+} from './job-queue.js'
+import { createMessageRepository, createMessageTable, type MessageTable } from './message-repository.js'
+import { createMutex } from './mutex.js'
+import { createOutboxRepository, createOutboxTable, type OutboxTable } from './outbox-repository.js'
+import { createSessionRepository, createSessionTable, type SessionTable } from './session-repository.js'
+import { createJournal, type Statement, transactionStatement } from './undo-log.js'
+
+interface Tables {
+  readonly agents: AgentTable
+  readonly integrations: IntegrationTable
+  readonly sessions: SessionTable
+  readonly messages: MessageTable
+  readonly outbox: OutboxTable
+  readonly jobs: JobTable
+}
+
+function createRepositories(
+  tables: Tables,
+  listeners: AvailabilityListeners,
+  statement: Statement,
+): Repositories {
+  return {
+    agents: createAgentRepository({ agents: tables.agents, integrations: tables.integrations, statement }),
+    integrations: createIntegrationRepository({ integrations: tables.integrations, statement }),
+    sessions: createSessionRepository({ sessions: tables.sessions, statement }),
+    messages: createMessageRepository({ messages: tables.messages, statement }),
+    outbox: createOutboxRepository({ outbox: tables.outbox, statement }),
+    jobs: createJobQueue({ jobs: tables.jobs, listeners, statement }),
+  }
+}
+
+/**
+ * Storage held in this process's memory: the offline default and the reference the conformance
+ * suites are written against. One transaction runs at a time and every call made on the storage
+ * itself waits its turn too, so nothing ever sees a transaction half done. A consequence: inside
+ * `transaction(fn)`, use the `tx` repositories only; calling the storage itself there waits for
+ * the transaction that is waiting for it.
+ */
+export function createMemoryStorage(): Storage {
+  const tables: Tables = {
+    agents: createAgentTable(),
+    integrations: createIntegrationTable(),
+    sessions: createSessionTable(),
+    messages: createMessageTable(),
+    outbox: createOutboxTable(),
+    jobs: createJobTable(),
+  }
+  const listeners = createAvailabilityListeners()
+  const mutex = createMutex()
+  let closed = false
+
+  const assertOpen = (): void => {
+    if (closed) throw new Error('The memory storage is closed')
+  }
+
+  const alone: Statement = (body) =>
+    mutex.run(async () => {
+      assertOpen()
+      const journal = createJournal()
+      try {
+        const result = body(journal)
+        journal.commit()
+        return result
+      } catch (error) {
+        journal.rollback()
+        throw error
+      }
+    })
+
+  return {
+    kind: 'memory',
+    ...createRepositories(tables, listeners, alone),
+
+    transaction: (fn) =>
+      mutex.run(async () => {
+        assertOpen()
+        const journal = createJournal()
+        const repositories = createRepositories(tables, listeners, transactionStatement(journal))
+        try {
+          const result = await fn(repositories)
+          journal.commit()
+          return result
+        } catch (error) {
+          journal.rollback()
+          throw error
+        }
+      }),
+
+    close: () =>
+      mutex.run(async () => {
+        closed = true
+      }),
+  }
+}

@@ -1,0 +1,142 @@
+import type { Message, MessageRole } from '../domain/session.js'
+import type { MessageRepository } from '../ports/storage.js'
+import { snapshot } from './snapshot.js'
+import type { Statement, UndoLog } from './undo-log.js'
+
+interface StoredMessage {
+  readonly message: Message
+  /** Not part of a `Message`, but external ids are unique per integration. */
+  readonly integrationId: string
+}
+
+export interface MessageTable {
+  readonly rows: Map<string, StoredMessage>
+  /** Each session's message ids in sequence order. */
+  readonly bySession: Map<string, string[]>
+  readonly byExternalId: Map<string, string>
+  /** Like a database sequence, not taken back by a rollback, so order never goes backwards. */
+  lastSequence: number
+}
+
+export function createMessageTable(): MessageTable {
+  return { rows: new Map(), bySession: new Map(), byExternalId: new Map(), lastSequence: 0 }
+}
+
+const CONVERSATIONAL_ROLES: ReadonlySet<MessageRole> = new Set(['customer', 'agent', 'operator'])
+
+function externalKey(integrationId: string, externalId: string): string {
+  return JSON.stringify([integrationId, externalId])
+}
+
+export function createMessageRepository(options: {
+  messages: MessageTable
+  statement: Statement
+}): MessageRepository {
+  const { messages, statement } = options
+
+  const messageOf = (id: string): Message => messages.rows.get(id)!.message
+  const idsOf = (sessionId: string): readonly string[] => messages.bySession.get(sessionId) ?? []
+
+  /** The index in `ids` of the first message whose sequence is at least `sequence`. */
+  const firstAtOrAfter = (ids: readonly string[], sequence: number): number => {
+    let low = 0
+    let high = ids.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if (messageOf(ids[middle]!).sequence < sequence) low = middle + 1
+      else high = middle
+    }
+    return low
+  }
+
+  const replace = (log: UndoLog, stored: StoredMessage, message: Message): void => {
+    log.set(messages.rows, message.id, { message: snapshot(message), integrationId: stored.integrationId })
+  }
+
+  return {
+    insert: (input) =>
+      statement((log) => {
+        if (messages.rows.has(input.id)) throw new Error(`Message ${input.id} already exists`)
+        const key = input.externalId === undefined ? null : externalKey(input.integrationId, input.externalId)
+        if (key !== null && messages.byExternalId.has(key)) {
+          throw new Error(
+            `Message ${input.externalId} of integration ${input.integrationId} is already stored`,
+          )
+        }
+        messages.lastSequence += 1
+        const message = snapshot<Message>({
+          id: input.id,
+          companyId: input.companyId,
+          sessionId: input.sessionId,
+          role: input.role,
+          text: input.text,
+          agentId: input.agentId,
+          at: input.at.toISOString(),
+          sequence: messages.lastSequence,
+          externalId: input.externalId,
+          delivery: input.delivery,
+        })
+        log.set(messages.rows, message.id, { message, integrationId: input.integrationId })
+        if (key !== null) log.set(messages.byExternalId, key, message.id)
+        const ids = messages.bySession.get(message.sessionId)
+        if (ids === undefined) {
+          log.set(messages.bySession, message.sessionId, [message.id])
+        } else {
+          ids.push(message.id)
+          log.record(() => ids.pop())
+        }
+        return message
+      }),
+
+    get: ({ id, companyId }) =>
+      statement(() => {
+        const stored = messages.rows.get(id)
+        if (stored === undefined) return null
+        return companyId === undefined || stored.message.companyId === companyId ? stored.message : null
+      }),
+
+    findByExternalId: ({ integrationId, externalId }) =>
+      statement(() => {
+        const id = messages.byExternalId.get(externalKey(integrationId, externalId))
+        return id === undefined ? null : (messages.rows.get(id)?.message ?? null)
+      }),
+
+    list: ({ sessionId, afterSequence, limit }) =>
+      statement(() => {
+        const ids = idsOf(sessionId)
+        const start = afterSequence === undefined ? 0 : firstAtOrAfter(ids, afterSequence + 1)
+        return ids.slice(start, start + Math.max(limit, 0)).map(messageOf)
+      }),
+
+    history: ({ sessionId, currentSequence, limit }) =>
+      statement(() => {
+        const ids = idsOf(sessionId)
+        const found: Message[] = []
+        for (let index = ids.length - 1; index >= 0 && found.length < limit; index--) {
+          const message = messageOf(ids[index]!)
+          if (message.sequence === currentSequence) continue
+          if (message.role === 'customer' && message.sequence > currentSequence) continue
+          if (CONVERSATIONAL_ROLES.has(message.role) && message.delivery !== 'blocked') found.push(message)
+        }
+        return found.reverse()
+      }),
+
+    setDelivery: ({ id, delivery }) =>
+      statement((log) => {
+        const stored = messages.rows.get(id)
+        if (stored !== undefined) replace(log, stored, { ...stored.message, delivery })
+      }),
+
+    blockPending: ({ sessionId, roles }) =>
+      statement((log) => {
+        const blocked: string[] = []
+        for (const id of idsOf(sessionId)) {
+          const stored = messages.rows.get(id)!
+          if (stored.message.delivery !== 'pending' || !roles.includes(stored.message.role)) continue
+          replace(log, stored, { ...stored.message, delivery: 'blocked' })
+          blocked.push(id)
+        }
+        return blocked
+      }),
+  }
+}

@@ -1,0 +1,132 @@
+import type { Session } from '../domain/session.js'
+import type { SessionRepository } from '../ports/storage.js'
+import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
+import { snapshot } from './snapshot.js'
+import type { Statement } from './undo-log.js'
+
+interface StoredSession {
+  readonly session: Session
+  /** Breaks ties between sessions created in the same millisecond: the later one lists first. */
+  readonly order: number
+  readonly createdAtMs: number
+}
+
+export interface SessionTable {
+  readonly rows: Map<string, StoredSession>
+  /** The open (not closed) session of each customer, by `customerKey`. */
+  readonly openByCustomer: Map<string, string>
+  lastOrder: number
+}
+
+export function createSessionTable(): SessionTable {
+  return { rows: new Map(), openByCustomer: new Map(), lastOrder: 0 }
+}
+
+function customerKey(integrationId: string, clientId: string): string {
+  return JSON.stringify([integrationId, clientId])
+}
+
+function isOpen(session: Session): boolean {
+  return session.state !== 'closed'
+}
+
+export function createSessionRepository(options: {
+  sessions: SessionTable
+  statement: Statement
+}): SessionRepository {
+  const { sessions, statement } = options
+
+  const assertNoOtherOpen = (session: Session): void => {
+    if (!isOpen(session)) return
+    const openId = sessions.openByCustomer.get(customerKey(session.integrationId, session.customer.clientId))
+    if (openId !== undefined && openId !== session.id) {
+      throw new Error(
+        `Customer ${session.customer.clientId} already has open session ${openId} on integration ${session.integrationId}`,
+      )
+    }
+  }
+
+  return {
+    create: (input) =>
+      statement((log) => {
+        if (sessions.rows.has(input.id)) throw new Error(`Session ${input.id} already exists`)
+        const session = snapshot<Session>({ ...input, version: 1 })
+        assertNoOtherOpen(session)
+        sessions.lastOrder += 1
+        log.set(sessions.rows, session.id, {
+          session,
+          order: sessions.lastOrder,
+          createdAtMs: Date.parse(session.createdAt),
+        })
+        if (isOpen(session)) {
+          log.set(
+            sessions.openByCustomer,
+            customerKey(session.integrationId, session.customer.clientId),
+            session.id,
+          )
+        }
+        return session
+      }),
+
+    get: ({ id, companyId }) =>
+      statement(() => {
+        const stored = sessions.rows.get(id)
+        if (stored === undefined) return null
+        return companyId === undefined || stored.session.companyId === companyId ? stored.session : null
+      }),
+
+    findOpen: ({ integrationId, clientId }) =>
+      statement(() => {
+        const id = sessions.openByCustomer.get(customerKey(integrationId, clientId))
+        return id === undefined ? null : (sessions.rows.get(id)?.session ?? null)
+      }),
+
+    save: (input) =>
+      statement((log) => {
+        const stored = sessions.rows.get(input.id)
+        if (stored === undefined || stored.session.version !== input.version) return null
+        const previous = stored.session
+        const session = snapshot<Session>({ ...input, version: input.version + 1 })
+        assertNoOtherOpen(session)
+        if (isOpen(previous)) {
+          log.delete(sessions.openByCustomer, customerKey(previous.integrationId, previous.customer.clientId))
+        }
+        if (isOpen(session)) {
+          log.set(
+            sessions.openByCustomer,
+            customerKey(session.integrationId, session.customer.clientId),
+            session.id,
+          )
+        }
+        log.set(sessions.rows, session.id, {
+          session,
+          order: stored.order,
+          createdAtMs: Date.parse(session.createdAt),
+        })
+        return session
+      }),
+
+    list: ({ companyId, state, integrationId, limit, cursor }) =>
+      statement(() => {
+        let isAfterCursor = (_stored: StoredSession): boolean => true
+        if (cursor !== undefined) {
+          const position = decodeCursor(cursor)
+          if (!isNumberTuple(position, 2)) return emptyPage<Session>()
+          const [createdAtMs, order] = position as [number, number]
+          isAfterCursor = (stored) =>
+            stored.createdAtMs < createdAtMs || (stored.createdAtMs === createdAtMs && stored.order < order)
+        }
+        const remaining = [...sessions.rows.values()]
+          .filter(
+            (stored) =>
+              stored.session.companyId === companyId &&
+              (state === undefined || stored.session.state === state) &&
+              (integrationId === undefined || stored.session.integrationId === integrationId) &&
+              isAfterCursor(stored),
+          )
+          .sort((left, right) => right.createdAtMs - left.createdAtMs || right.order - left.order)
+        const page = takePage(remaining, limit, (stored) => encodeCursor([stored.createdAtMs, stored.order]))
+        return { items: page.items.map((stored) => stored.session), nextCursor: page.nextCursor }
+      }),
+  }
+}

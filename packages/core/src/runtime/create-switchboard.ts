@@ -1,0 +1,119 @@
+import { EventEmitter } from 'eventemitter3'
+import type { Result } from 'neverthrow'
+import type { SwitchboardError } from '../domain/errors.js'
+import type { Clock, IdGenerator } from '../ports/clock.js'
+import type { Connector } from '../ports/connector.js'
+import type { KnowledgeIndex } from '../ports/knowledge-index.js'
+import type { LlmProvider } from '../ports/llm-provider.js'
+import type { Storage } from '../ports/storage.js'
+import type { Tool } from '../tools/tool.js'
+import { createToolRegistry } from '../tools/tool-registry.js'
+import { createDeliveryService } from './deliver-outbox.js'
+import type { SwitchboardEvents } from './events.js'
+import { type InboundMessage, type IngestResult, ingest } from './ingest.js'
+import type { RuntimeContext, RuntimeLogger } from './runtime-context.js'
+import { createSessionOperations, type SessionOperations } from './session-operations.js'
+import { createRandomIds, createSystemClock } from './system-clock.js'
+import { createWorkerPool } from './worker-pool.js'
+
+export interface SwitchboardOptions {
+  readonly storage: Storage
+  readonly model: LlmProvider
+  readonly knowledge: KnowledgeIndex
+  readonly connectors?: readonly Connector[]
+  readonly tools?: readonly Tool[]
+  readonly clock?: Clock
+  readonly ids?: IdGenerator
+  readonly logger?: RuntimeLogger
+  /** Jobs processed at once by this process; 0 makes it ingest only. Default 8. */
+  readonly concurrency?: number
+  /** How long a job's lease lasts before another process may take it; renewed while a turn runs. Default 60 s. */
+  readonly leaseMs?: number
+  /** How often to look for due retries and abandoned jobs and deliveries. Default 1 s. */
+  readonly pollMs?: number
+}
+
+export interface Switchboard {
+  readonly storage: Storage
+  readonly knowledge: KnowledgeIndex
+  readonly events: EventEmitter<SwitchboardEvents>
+  readonly sessions: SessionOperations
+  /** Store one customer message and queue it; durable once this resolves with ok. */
+  ingest(inbound: InboundMessage): Promise<Result<IngestResult, SwitchboardError>>
+  registerConnector(connector: Connector): void
+  connector(type: string): Connector | undefined
+  registerTool(tool: Tool): void
+  /** Resolves when no turn or delivery is running and no job can be taken right now. */
+  idle(): Promise<void>
+  /** Takes no new work, lets running turns and deliveries finish (at most `timeoutMs`, default 10 s). */
+  stop(options?: { timeoutMs?: number }): Promise<void>
+}
+
+const silentLogger: RuntimeLogger = { warn: () => undefined, error: () => undefined }
+
+/**
+ * Composes the runtime: ingest → queue → turn → outbox → connector. It holds no state of its own
+ * that correctness depends on; several processes may share one storage.
+ */
+export function createSwitchboard(options: SwitchboardOptions): Switchboard {
+  const connectors = new Map<string, Connector>()
+  for (const connector of options.connectors ?? []) connectors.set(connector.type, connector)
+  const tools = createToolRegistry(options.tools ?? [])
+  const events = new EventEmitter<SwitchboardEvents>()
+  const context: RuntimeContext = {
+    storage: options.storage,
+    model: options.model,
+    knowledge: options.knowledge,
+    tools,
+    connectors,
+    clock: options.clock ?? createSystemClock(),
+    ids: options.ids ?? createRandomIds(),
+    events,
+    logger: options.logger ?? silentLogger,
+    leaseMs: options.leaseMs ?? 60_000,
+  }
+  const delivery = createDeliveryService(context)
+  const workers = createWorkerPool(context, delivery, {
+    concurrency: options.concurrency ?? 8,
+    pollMs: options.pollMs ?? 1000,
+  })
+  const sessions = createSessionOperations(context, delivery)
+  let sweepCancel: (() => void) | null = null
+  const sweepEvery = options.pollMs ?? 1000
+  const scheduleSweep = () => {
+    sweepCancel = context.clock.setTimer(() => {
+      delivery.sweep().catch((error) => context.logger.error({ error: String(error) }, 'outbox sweep failed'))
+      scheduleSweep()
+    }, sweepEvery * 5)
+  }
+  scheduleSweep()
+  workers.wake()
+  let stopped: Promise<void> | null = null
+
+  return {
+    storage: options.storage,
+    knowledge: options.knowledge,
+    events,
+    sessions,
+    ingest: async (inbound) => {
+      const result = await ingest(context, inbound)
+      if (result.isOk() && result.value.queued) workers.wake()
+      return result
+    },
+    registerConnector(connector) {
+      connectors.set(connector.type, connector)
+    },
+    connector: (type) => connectors.get(type),
+    registerTool: (tool) => tools.register(tool),
+    idle: () => workers.idle(),
+    stop(stopOptions = {}) {
+      stopped ??= (async () => {
+        sweepCancel?.()
+        await workers.stop(stopOptions.timeoutMs ?? 10_000)
+        delivery.stop()
+        await delivery.settled()
+      })()
+      return stopped
+    },
+  }
+}

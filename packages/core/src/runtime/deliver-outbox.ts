@@ -1,0 +1,152 @@
+import type { OutboxItem } from '../ports/storage.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+
+/** Tries per outgoing message: the first, then after 1, 2, 4 and 8 seconds (CONTRACT §6). */
+export const MAX_DELIVERY_ATTEMPTS = 5
+const CLAIM_LEASE_MS = 30_000
+const SWEEP_BATCH = 50
+
+export function retryDelayMs(failedAttempts: number): number {
+  return 1000 * 2 ** (failedAttempts - 1)
+}
+
+export interface DeliveryService {
+  /** Start delivering these messages without waiting. */
+  deliverSoon(messageIds: readonly string[]): void
+  /** Deliver these messages now (one attempt each; failures go on the retry schedule). */
+  deliverNow(messageIds: readonly string[]): Promise<void>
+  /** Deliver whatever is due, e.g. left behind by a process that died. */
+  sweep(): Promise<void>
+  /** Resolves when no delivery is in flight. */
+  settled(): Promise<void>
+  /** Cancels retry timers; deliveries in flight still finish. */
+  stop(): void
+}
+
+/**
+ * The outbox: an outgoing message is stored with its turn, then sent after the commit. A
+ * retryable failure is tried again later; the message is `sent`, `failed` or `blocked` in the end.
+ */
+export function createDeliveryService(context: RuntimeContext): DeliveryService {
+  const inFlight = new Set<Promise<void>>()
+  const timers = new Set<() => void>()
+  let stopped = false
+  const leaseToken = context.ids.uuid()
+
+  const track = (work: Promise<void>) => {
+    inFlight.add(work)
+    void work.finally(() => inFlight.delete(work))
+    return work
+  }
+
+  const scheduleRetry = (messageId: string, delayMs: number) => {
+    if (stopped) return
+    const cancel = context.clock.setTimer(() => {
+      timers.delete(cancel)
+      service.deliverSoon([messageId])
+    }, delayMs)
+    timers.add(cancel)
+  }
+
+  async function attempt(item: OutboxItem): Promise<void> {
+    const { storage } = context
+    const message = await storage.messages.get({ id: item.messageId })
+    const session = message === null ? null : await storage.sessions.get({ id: item.sessionId })
+    const integration = session === null ? null : await storage.integrations.get({ id: item.integrationId })
+    if (message === null || session === null || integration === null || message.delivery === 'blocked') {
+      await storage.outbox.remove({ messageId: item.messageId, leaseToken })
+      return
+    }
+    const event = { companyId: item.companyId, sessionId: item.sessionId, messageId: item.messageId }
+    const connector = context.connectors.get(integration.type)
+    let outcome: Awaited<ReturnType<NonNullable<typeof connector>['send']>>
+    if (connector === undefined) {
+      outcome = {
+        ok: false,
+        retryable: false,
+        error: `no connector for integration type "${integration.type}"`,
+      }
+    } else {
+      try {
+        outcome = await connector.send({ integration, session, message })
+      } catch (error) {
+        outcome = {
+          ok: false,
+          retryable: true,
+          error: error instanceof Error ? error.message : String(error),
+        }
+      }
+    }
+
+    if (outcome.ok) {
+      await storage.transaction(async (tx) => {
+        if (await tx.outbox.remove({ messageId: item.messageId, leaseToken })) {
+          await tx.messages.setDelivery({ id: item.messageId, delivery: 'sent' })
+        }
+      })
+      emitSafely(context, 'message-delivered', event)
+      return
+    }
+    const failedAttempts = item.attempts + 1
+    if (outcome.retryable && failedAttempts < MAX_DELIVERY_ATTEMPTS) {
+      const delay = retryDelayMs(failedAttempts)
+      const availableAt = new Date(context.clock.now().getTime() + delay)
+      await storage.outbox.retryLater({
+        messageId: item.messageId,
+        leaseToken,
+        attempts: failedAttempts,
+        availableAt,
+      })
+      scheduleRetry(item.messageId, delay)
+      return
+    }
+    await storage.transaction(async (tx) => {
+      if (await tx.outbox.remove({ messageId: item.messageId, leaseToken })) {
+        await tx.messages.setDelivery({ id: item.messageId, delivery: 'failed' })
+      }
+    })
+    emitSafely(context, 'delivery-failed', { ...event, error: outcome.error })
+  }
+
+  async function deliverOne(messageId: string): Promise<void> {
+    try {
+      const item = await context.storage.outbox.claim({
+        messageId,
+        now: context.clock.now(),
+        leaseMs: CLAIM_LEASE_MS,
+        leaseToken,
+      })
+      if (item !== null) await attempt(item)
+    } catch (error) {
+      // The claim's lease runs out and a sweep picks the message up again.
+      context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
+    }
+  }
+
+  const service: DeliveryService = {
+    deliverSoon(messageIds) {
+      for (const id of messageIds) track(deliverOne(id))
+    },
+    async deliverNow(messageIds) {
+      for (const id of messageIds) await track(deliverOne(id))
+    },
+    async sweep() {
+      const items = await context.storage.outbox.claimDue({
+        now: context.clock.now(),
+        limit: SWEEP_BATCH,
+        leaseMs: CLAIM_LEASE_MS,
+        leaseToken,
+      })
+      await Promise.all(items.map((item) => track(attempt(item).catch(() => undefined))))
+    },
+    async settled() {
+      while (inFlight.size > 0) await Promise.allSettled([...inFlight])
+    },
+    stop() {
+      stopped = true
+      for (const cancel of timers) cancel()
+      timers.clear()
+    },
+  }
+  return service
+}

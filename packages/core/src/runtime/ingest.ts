@@ -1,0 +1,138 @@
+import { err, ok, type Result } from 'neverthrow'
+import { pathEntry } from '../domain/agent-path.js'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import type { Message, Session } from '../domain/session.js'
+import { emptySharedContext } from '../domain/shared-context.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+
+/** A customer message as every connector normalises it. */
+export interface InboundMessage {
+  readonly integrationId: string
+  readonly clientId: string
+  readonly channelId?: string | undefined
+  readonly transport?: string | undefined
+  readonly text: string
+  /** The channel's id of the message; the same id on one integration is stored once. */
+  readonly externalId?: string | undefined
+}
+
+export interface IngestResult {
+  readonly session: Session
+  readonly message: Message
+  /** The external id was seen before; nothing was stored. */
+  readonly duplicate: boolean
+  /** A job was enqueued: false while paused or while a human is the active agent. */
+  readonly queued: boolean
+}
+
+const MAX_ATTEMPTS = 3
+
+/**
+ * Receive one customer message: find the customer's open session or open one (a closed session
+ * is never reused), store the message once per external id, and enqueue its job, all in one
+ * transaction. When this resolves, the message is durable.
+ */
+export async function ingest(
+  context: RuntimeContext,
+  inbound: InboundMessage,
+): Promise<Result<IngestResult, SwitchboardError>> {
+  const integration = await context.storage.integrations.get({ id: inbound.integrationId })
+  if (integration === null) return err(switchboardError('NOT_FOUND', 'integration not found'))
+  if (!integration.active)
+    return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
+
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const result = await context.storage.transaction(
+        async (tx): Promise<Result<IngestResult, SwitchboardError>> => {
+          if (inbound.externalId !== undefined) {
+            const existing = await tx.messages.findByExternalId({
+              integrationId: integration.id,
+              externalId: inbound.externalId,
+            })
+            if (existing !== null) {
+              const session = await tx.sessions.get({ id: existing.sessionId })
+              if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
+            }
+          }
+
+          const now = context.clock.now()
+          let session = await tx.sessions.findOpen({
+            integrationId: integration.id,
+            clientId: inbound.clientId,
+          })
+          if (session === null) {
+            const entryAgent = await tx.agents.get({
+              companyId: integration.companyId,
+              id: integration.entryAgentId,
+            })
+            if (entryAgent === null) {
+              return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
+            }
+            session = await tx.sessions.create({
+              id: context.ids.uuid(),
+              companyId: integration.companyId,
+              integrationId: integration.id,
+              customer: {
+                clientId: inbound.clientId,
+                ...(inbound.channelId === undefined ? {} : { channelId: inbound.channelId }),
+                ...(inbound.transport === undefined ? {} : { transport: inbound.transport }),
+              },
+              state: 'ongoing',
+              activeAgentId: entryAgent.id,
+              entryAgentId: entryAgent.id,
+              metadata: {
+                agentPath: [pathEntry(entryAgent, 'initial', now)],
+                sharedContext: emptySharedContext(),
+                errors: [],
+              },
+              createdAt: now.toISOString(),
+              updatedAt: now.toISOString(),
+            })
+          }
+
+          const message = await tx.messages.insert({
+            id: context.ids.uuid(),
+            companyId: session.companyId,
+            sessionId: session.id,
+            integrationId: integration.id,
+            role: 'customer',
+            text: inbound.text,
+            at: now,
+            ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
+          })
+
+          let queued = false
+          if (session.state === 'ongoing') {
+            const active = await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId })
+            if (active !== null && active.kind !== 'human') {
+              await tx.jobs.enqueue({
+                companyId: session.companyId,
+                sessionId: session.id,
+                messageId: message.id,
+                availableAt: now,
+              })
+              queued = true
+            }
+          }
+          return ok({ session, message, duplicate: false, queued })
+        },
+      )
+      if (result.isOk() && !result.value.duplicate) {
+        const { session, message, queued } = result.value
+        emitSafely(context, 'message-received', {
+          companyId: session.companyId,
+          sessionId: session.id,
+          message,
+          queued,
+        })
+      }
+      return result
+    } catch (error) {
+      // A concurrent ingest may have opened the customer's session or stored the same external
+      // id first; the next attempt finds it.
+      if (attempt < MAX_ATTEMPTS) continue
+      throw error
+    }
+  }
+}

@@ -1,0 +1,187 @@
+import { MAX_HISTORY_WINDOW, runTurn, type TurnOutcome } from '../agent/run-turn.js'
+import type { Agent } from '../domain/agent.js'
+import type { Message, Session, SessionErrorRecord } from '../domain/session.js'
+import { transition } from '../domain/session-state-machine.js'
+import { applySharedContextChanges } from '../domain/shared-context.js'
+import { supportsHumanTransfer } from '../ports/connector.js'
+import type { JobLease } from '../ports/storage.js'
+import type { DeliveryService } from './deliver-outbox.js'
+import { transferToHuman } from './human-transfer.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { updateSession } from './update-session.js'
+
+/** Thrown inside the commit when the job's lease was taken over: nothing of the turn lands. */
+export class LeaseLost extends Error {
+  override readonly name = 'LeaseLost'
+}
+
+function mergeOutcome(current: Session, started: Session, outcome: TurnOutcome, now: Date): Session {
+  // The turn's agent change stands only if nobody reassigned the session meanwhile.
+  const agentUnchanged = current.activeAgentId === started.activeAgentId
+  const metadata = current.metadata
+  return {
+    ...current,
+    activeAgentId: agentUnchanged ? outcome.activeAgentId : current.activeAgentId,
+    metadata: {
+      ...metadata,
+      agentPath: agentUnchanged ? [...metadata.agentPath, ...outcome.pathEntries] : metadata.agentPath,
+      sharedContext: applySharedContextChanges(metadata.sharedContext, outcome),
+      ...(outcome.routing === undefined ? {} : { routing: outcome.routing }),
+      errors: outcome.errors.length === 0 ? metadata.errors : [...metadata.errors, ...outcome.errors],
+    },
+    updatedAt: now.toISOString(),
+  }
+}
+
+/**
+ * One job: answer one customer message. The turn runs outside any transaction; its results, the
+ * job's completion (fenced by the lease token) and the outgoing messages commit together. Replies
+ * are sent after the commit; a pause someone else made meanwhile blocks them.
+ */
+export async function processJob(
+  context: RuntimeContext,
+  delivery: DeliveryService,
+  lease: JobLease,
+): Promise<void> {
+  const { storage } = context
+  const session = await storage.sessions.get({ id: lease.sessionId })
+  const message = await storage.messages.get({ id: lease.messageId })
+  const skip = async () => {
+    await storage.transaction(async (tx) => {
+      if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
+    })
+  }
+  if (session === null || message === null || session.state !== 'ongoing') return skip()
+
+  const agentCache = new Map<number, Agent | null>()
+  const loadAgent = async (id: number) => {
+    if (!agentCache.has(id))
+      agentCache.set(id, await storage.agents.get({ companyId: session.companyId, id }))
+    return agentCache.get(id) ?? null
+  }
+  const activeAgent = await loadAgent(session.activeAgentId)
+  if (activeAgent === null || activeAgent.kind === 'human') return skip()
+
+  const integration = await storage.integrations.get({ id: session.integrationId })
+  const connector = integration === null ? undefined : context.connectors.get(integration.type)
+  const priorMessages = await storage.messages.history({
+    sessionId: session.id,
+    currentSequence: message.sequence,
+    limit: MAX_HISTORY_WINDOW,
+  })
+  const firstCustomerMessage =
+    session.metadata.routing === undefined && !priorMessages.some((prior) => prior.role === 'customer')
+
+  const event = { companyId: session.companyId, sessionId: session.id }
+  emitSafely(context, 'turn-started', { ...event, messageId: message.id, agentId: activeAgent.id })
+
+  const outcome = await runTurn({
+    companyId: session.companyId,
+    sessionId: session.id,
+    activeAgent,
+    sharedContext: session.metadata.sharedContext,
+    message,
+    priorMessages,
+    firstCustomerMessage,
+    humanTransferSupported: connector !== undefined && supportsHumanTransfer(connector),
+    model: context.model,
+    tools: context.tools,
+    knowledge: context.knowledge,
+    loadAgent,
+    now: () => context.clock.now(),
+  })
+
+  const committed = await updateSession(storage, { sessionId: session.id }, async (current, tx) => {
+    if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
+    const now = context.clock.now()
+    let next = mergeOutcome(current, session, outcome, now)
+    // Someone else paused or closed the session while the agents worked: their replies stay unsent.
+    const silenced = current.state !== 'ongoing'
+    let transferring = false
+    if (
+      !silenced &&
+      outcome.humanTransfer !== undefined &&
+      next.activeAgentId === outcome.humanTransfer.agentId
+    ) {
+      const paused = transition(next, { type: 'transfer', at: now })
+      if (paused.isOk()) {
+        next = {
+          ...next,
+          state: paused.value.state,
+          ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
+        }
+        transferring = true
+      }
+    }
+    const stored: Message[] = []
+    for (const outgoing of outcome.outgoing) {
+      const reply = await tx.messages.insert({
+        id: context.ids.uuid(),
+        companyId: current.companyId,
+        sessionId: current.id,
+        integrationId: current.integrationId,
+        role: outgoing.role,
+        text: outgoing.text,
+        agentId: outgoing.agentId,
+        at: now,
+        delivery: silenced ? 'blocked' : 'pending',
+      })
+      stored.push(reply)
+      if (!silenced) {
+        await tx.outbox.add({
+          messageId: reply.id,
+          sessionId: current.id,
+          companyId: current.companyId,
+          integrationId: current.integrationId,
+          availableAt: now,
+        })
+      }
+    }
+    return { session: next, value: { stored, silenced, transferring } }
+  })
+  if (committed.isErr()) return
+
+  const { session: saved, previous, value } = committed.value
+  announceOutcome(context, saved, previous, outcome, value.stored)
+  const deliverable = value.silenced ? [] : value.stored.map((reply) => reply.id)
+  if (value.transferring && outcome.humanTransfer !== undefined) {
+    // The announcement reaches the customer before the conversation leaves for the human queue.
+    await delivery.deliverNow(deliverable)
+    await transferToHuman(context, saved, outcome.humanTransfer)
+  } else {
+    delivery.deliverSoon(deliverable)
+  }
+  emitSafely(context, 'turn-completed', {
+    ...event,
+    messageId: message.id,
+    replied: outcome.outgoing.some((outgoing) => outgoing.role === 'agent') && !value.silenced,
+  })
+}
+
+function announceOutcome(
+  context: RuntimeContext,
+  saved: Session,
+  previous: Session,
+  outcome: TurnOutcome,
+  stored: readonly Message[],
+): void {
+  const event = { companyId: saved.companyId, sessionId: saved.id }
+  for (const usage of outcome.usage) emitSafely(context, 'llm-usage', { ...event, ...usage })
+  for (const rejected of outcome.rejectedHandoffs)
+    emitSafely(context, 'handoff-rejected', { ...event, ...rejected })
+  for (const error of outcome.errors as SessionErrorRecord[])
+    emitSafely(context, 'session-error-recorded', { ...event, error })
+  if (saved.activeAgentId !== previous.activeAgentId) {
+    const last = outcome.pathEntries[outcome.pathEntries.length - 1]
+    emitSafely(context, 'agent-changed', {
+      ...event,
+      fromAgentId: previous.activeAgentId,
+      toAgentId: saved.activeAgentId,
+      via: last?.via ?? 'handoff_tool',
+    })
+  }
+  if (saved.state !== previous.state) {
+    emitSafely(context, 'session-state-changed', { ...event, from: previous.state, to: saved.state })
+  }
+  for (const message of stored) emitSafely(context, 'message-created', { ...event, message })
+}

@@ -1,0 +1,233 @@
+import { err, ok, type Result } from 'neverthrow'
+import { pathEntry } from '../domain/agent-path.js'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import type { Message, Session } from '../domain/session.js'
+import { type SessionCommand, transition, validateResumeNote } from '../domain/session-state-machine.js'
+import { withJourneyStep } from '../domain/shared-context.js'
+import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
+import type { DeliveryService } from './deliver-outbox.js'
+import { transferToHuman } from './human-transfer.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { updateSession } from './update-session.js'
+
+interface SessionTarget {
+  readonly companyId: number
+  readonly sessionId: string
+}
+
+/** What operators (and platform status hooks) do to a session. Tenancy comes with every call. */
+export interface SessionOperations {
+  get(target: SessionTarget): Promise<Session | null>
+  pause(
+    target: SessionTarget & { reason?: string | undefined; externalReference?: string | undefined },
+  ): Promise<Result<Session, SwitchboardError>>
+  /** The note, if any, becomes the journey step `Operator note: <note>`. */
+  resume(target: SessionTarget & { note?: string | undefined }): Promise<Result<Session, SwitchboardError>>
+  close(target: SessionTarget & { reason?: string | undefined }): Promise<Result<Session, SwitchboardError>>
+  /** Makes `agentId` active; a human agent also pauses the session and calls the channel's transfer. */
+  reassign(
+    target: SessionTarget & {
+      agentId: number
+      operatorId?: number | undefined
+      groupId?: number | undefined
+    },
+  ): Promise<Result<Session, SwitchboardError>>
+  /** An operator's message, sent to the customer through the channel in any state but closed. */
+  sendOperatorMessage(target: SessionTarget & { text: string }): Promise<Result<Message, SwitchboardError>>
+  /** The platform moved the dialog to another operator: a journey step, the state unchanged. */
+  recordExternalTransfer(target: SessionTarget & { step: string }): Promise<Result<Session, SwitchboardError>>
+}
+
+export function createSessionOperations(
+  context: RuntimeContext,
+  delivery: DeliveryService,
+): SessionOperations {
+  const now = () => context.clock.now()
+
+  const changeState = async (
+    target: SessionTarget,
+    command: SessionCommand,
+    extra?: (session: Session) => Session,
+  ) => {
+    const result = await updateSession(context.storage, target, async (current, tx) => {
+      const next = transition(current, command)
+      if (next.isErr()) return { error: next.error }
+      const { pauseState: _dropped, ...rest } = current
+      let session: Session = {
+        ...rest,
+        state: next.value.state,
+        ...(next.value.pauseState === undefined ? {} : { pauseState: next.value.pauseState }),
+        updatedAt: now().toISOString(),
+      }
+      if (extra !== undefined) session = extra(session)
+      // A paused session's agent stays silent; a closed one sends nothing at all.
+      if (session.state === 'paused')
+        await tx.messages.blockPending({ sessionId: current.id, roles: ['agent', 'system'] })
+      if (session.state === 'closed') {
+        await tx.messages.blockPending({ sessionId: current.id, roles: ['agent', 'system', 'operator'] })
+      }
+      return { session, value: null }
+    })
+    if (result.isOk() && result.value.previous.state !== result.value.session.state) {
+      emitSafely(context, 'session-state-changed', {
+        companyId: result.value.session.companyId,
+        sessionId: result.value.session.id,
+        from: result.value.previous.state,
+        to: result.value.session.state,
+      })
+    }
+    return result.map((value) => value.session)
+  }
+
+  return {
+    get: (target) => context.storage.sessions.get({ id: target.sessionId, companyId: target.companyId }),
+
+    pause: (target) =>
+      changeState(target, {
+        type: 'pause',
+        at: now(),
+        ...(target.reason === undefined ? {} : { reason: target.reason }),
+        ...(target.externalReference === undefined ? {} : { externalReference: target.externalReference }),
+      }),
+
+    async resume(target) {
+      const note = validateResumeNote(target.note)
+      if (note.isErr()) return err(note.error)
+      return changeState(target, { type: 'resume' }, (session) =>
+        note.value === undefined || note.value === ''
+          ? session
+          : {
+              ...session,
+              metadata: {
+                ...session.metadata,
+                sharedContext: withJourneyStep(
+                  session.metadata.sharedContext,
+                  `Operator note: ${note.value}`,
+                  now(),
+                ),
+              },
+            },
+      )
+    },
+
+    close: (target) => changeState(target, { type: 'close' }),
+
+    async reassign(target) {
+      const agent = await context.storage.agents.get({ companyId: target.companyId, id: target.agentId })
+      if (agent === null) {
+        return err(
+          switchboardError('VALIDATION_ERROR', 'agentId names no agent of this company', [
+            { path: 'agentId', message: 'unknown agent' },
+          ]),
+        )
+      }
+      const result = await updateSession(context.storage, target, async (current) => {
+        if (current.state === 'closed') {
+          return { error: switchboardError('INVALID_STATE', 'cannot reassign a closed session') }
+        }
+        const at = now()
+        let session: Session = {
+          ...current,
+          activeAgentId: agent.id,
+          metadata: {
+            ...current.metadata,
+            agentPath: [...current.metadata.agentPath, pathEntry(agent, 'manual', at)],
+          },
+          updatedAt: at.toISOString(),
+        }
+        if (agent.kind === 'human') {
+          const paused = transition(current, { type: 'transfer', at })
+          if (paused.isErr()) return { error: paused.error }
+          session = {
+            ...session,
+            state: paused.value.state,
+            ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
+          }
+        }
+        return { session, value: null }
+      })
+      if (result.isErr()) return err(result.error)
+      const { session, previous } = result.value
+      emitSafely(context, 'agent-changed', {
+        companyId: session.companyId,
+        sessionId: session.id,
+        fromAgentId: previous.activeAgentId,
+        toAgentId: session.activeAgentId,
+        via: 'manual',
+      })
+      if (previous.state !== session.state) {
+        emitSafely(context, 'session-state-changed', {
+          companyId: session.companyId,
+          sessionId: session.id,
+          from: previous.state,
+          to: session.state,
+        })
+      }
+      if (agent.kind !== 'human') return ok(session)
+      const transferTarget = resolveHumanTransferTarget({
+        human: agent,
+        request: { operatorId: target.operatorId, groupId: target.groupId },
+      })
+      return ok(await transferToHuman(context, session, transferTarget))
+    },
+
+    async sendOperatorMessage(target) {
+      const stored = await context.storage.transaction(
+        async (tx): Promise<Result<Message, SwitchboardError>> => {
+          const session = await tx.sessions.get({ id: target.sessionId, companyId: target.companyId })
+          if (session === null) return err(switchboardError('NOT_FOUND', 'session not found'))
+          if (session.state === 'closed') {
+            return err(switchboardError('INVALID_STATE', 'cannot send a message on a closed session'))
+          }
+          const at = now()
+          const message = await tx.messages.insert({
+            id: context.ids.uuid(),
+            companyId: session.companyId,
+            sessionId: session.id,
+            integrationId: session.integrationId,
+            role: 'operator',
+            text: target.text,
+            at,
+            delivery: 'pending',
+          })
+          await tx.outbox.add({
+            messageId: message.id,
+            sessionId: session.id,
+            companyId: session.companyId,
+            integrationId: session.integrationId,
+            availableAt: at,
+          })
+          return ok(message)
+        },
+      )
+      if (stored.isOk()) {
+        emitSafely(context, 'message-created', {
+          companyId: target.companyId,
+          sessionId: target.sessionId,
+          message: stored.value,
+        })
+        delivery.deliverSoon([stored.value.id])
+      }
+      return stored
+    },
+
+    async recordExternalTransfer(target) {
+      const result = await updateSession(context.storage, target, async (current) => {
+        if (current.state === 'closed')
+          return { error: switchboardError('INVALID_STATE', 'the session is closed') }
+        return {
+          session: {
+            ...current,
+            metadata: {
+              ...current.metadata,
+              sharedContext: withJourneyStep(current.metadata.sharedContext, target.step, now()),
+            },
+            updatedAt: now().toISOString(),
+          },
+          value: null,
+        }
+      })
+      return result.map((value) => value.session)
+    },
+  }
+}

@@ -1,0 +1,44 @@
+import { err, ok, type Result } from 'neverthrow'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import type { Session } from '../domain/session.js'
+import type { Repositories, Storage } from '../ports/storage.js'
+
+const MAX_ATTEMPTS = 10
+
+class VersionConflict extends Error {}
+
+export type SessionChange<T> =
+  | { readonly session: Session; readonly value: T }
+  | { readonly error: SwitchboardError }
+
+/**
+ * Read-modify-write of one session in a transaction, with compare-and-set on its version: when
+ * another writer got there first the whole transaction is rolled back and `apply` runs again on
+ * the fresh session. `apply` must validate before it writes anything else.
+ */
+export async function updateSession<T>(
+  storage: Storage,
+  target: { sessionId: string; companyId?: number | undefined },
+  apply: (session: Session, tx: Repositories) => Promise<SessionChange<T>>,
+): Promise<Result<{ session: Session; previous: Session; value: T }, SwitchboardError>> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const outcome = await storage.transaction(async (tx) => {
+        const current = await tx.sessions.get({
+          id: target.sessionId,
+          ...(target.companyId === undefined ? {} : { companyId: target.companyId }),
+        })
+        if (current === null) return err(switchboardError('NOT_FOUND', 'session not found'))
+        const change = await apply(current, tx)
+        if ('error' in change) return err(change.error)
+        const saved = change.session === current ? current : await tx.sessions.save(change.session)
+        if (saved === null) throw new VersionConflict()
+        return ok({ session: saved, previous: current, value: change.value })
+      })
+      return outcome
+    } catch (error) {
+      if (error instanceof VersionConflict && attempt < MAX_ATTEMPTS) continue
+      throw error
+    }
+  }
+}

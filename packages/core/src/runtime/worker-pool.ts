@@ -1,0 +1,201 @@
+import type { JobLease } from '../ports/storage.js'
+import type { DeliveryService } from './deliver-outbox.js'
+import { LeaseLost, processJob } from './process-job.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { updateSession } from './update-session.js'
+
+/** A job that failed this many times is dead: `PROCESSING_FAILED` is recorded on its session. */
+export const MAX_JOB_ATTEMPTS = 5
+
+export interface WorkerPool {
+  /** Look for work now (new jobs, retries that came due, leases of a process that died). */
+  wake(): void
+  /** Resolves when no job is running and none can be leased right now. */
+  idle(): Promise<void>
+  /** Takes no new job; resolves when the running ones finished or `timeoutMs` passed. */
+  stop(timeoutMs: number): Promise<void>
+}
+
+export function createWorkerPool(
+  context: RuntimeContext,
+  delivery: DeliveryService,
+  options: { concurrency: number; pollMs: number },
+): WorkerPool {
+  const running = new Set<Promise<void>>()
+  const timers = new Set<() => void>()
+  let stopping = false
+  let pumping: Promise<void> | null = null
+  let pumpAgain = false
+
+  const after = (ms: number, callback: () => void) => {
+    const cancel = context.clock.setTimer(() => {
+      timers.delete(cancel)
+      callback()
+    }, ms)
+    timers.add(cancel)
+  }
+
+  async function keepLease(lease: JobLease, work: Promise<void>): Promise<void> {
+    const every = Math.max(10, Math.floor(context.leaseMs / 3))
+    let done = false
+    const timer = { cancel: () => {} }
+    const renew = () => {
+      timer.cancel = context.clock.setTimer(async () => {
+        if (done) return
+        try {
+          await context.storage.jobs.renew({
+            jobId: lease.jobId,
+            token: lease.token,
+            now: context.clock.now(),
+            leaseMs: context.leaseMs,
+          })
+        } catch (error) {
+          context.logger.warn({ jobId: lease.jobId, error: String(error) }, 'lease renewal failed')
+        }
+        if (!done) renew()
+      }, every)
+    }
+    renew()
+    try {
+      await work
+    } finally {
+      done = true
+      timer.cancel()
+    }
+  }
+
+  async function fail(lease: JobLease, error: unknown): Promise<void> {
+    const text = error instanceof Error ? error.message : String(error)
+    const attempts = lease.attempts + 1
+    const dead = attempts >= MAX_JOB_ATTEMPTS
+    const delay = 1000 * 2 ** (attempts - 1)
+    try {
+      const failed = await context.storage.jobs.fail({
+        jobId: lease.jobId,
+        token: lease.token,
+        retryAt: new Date(context.clock.now().getTime() + delay),
+        dead,
+        error: text,
+      })
+      if (!failed) return
+      emitSafely(context, 'job-failed', {
+        companyId: lease.companyId,
+        sessionId: lease.sessionId,
+        messageId: lease.messageId,
+        error: text,
+        dead,
+      })
+      if (!dead) {
+        after(delay, () => pool.wake())
+        return
+      }
+      const record = {
+        code: 'PROCESSING_FAILED' as const,
+        message: `processing the message failed ${attempts} times: ${text}`.slice(0, 500),
+        at: context.clock.now().toISOString(),
+      }
+      await updateSession(context.storage, { sessionId: lease.sessionId }, async (current) => ({
+        session: {
+          ...current,
+          metadata: { ...current.metadata, errors: [...current.metadata.errors, record] },
+        },
+        value: null,
+      }))
+      emitSafely(context, 'session-error-recorded', {
+        companyId: lease.companyId,
+        sessionId: lease.sessionId,
+        error: record,
+      })
+    } catch (failure) {
+      // The lease runs out and the job is taken again.
+      context.logger.error({ jobId: lease.jobId, error: String(failure) }, 'could not record a job failure')
+    }
+  }
+
+  function run(lease: JobLease): void {
+    const work = processJob(context, delivery, lease).catch(async (error: unknown) => {
+      if (error instanceof LeaseLost) return
+      context.logger.error(
+        { jobId: lease.jobId, sessionId: lease.sessionId, error: String(error) },
+        'job failed',
+      )
+      await fail(lease, error)
+    })
+    const tracked = keepLease(lease, work).finally(() => {
+      running.delete(tracked)
+      pool.wake()
+    })
+    running.add(tracked)
+  }
+
+  async function pump(): Promise<void> {
+    while (!stopping && running.size < options.concurrency) {
+      let lease: JobLease | null
+      try {
+        lease = await context.storage.jobs.lease({
+          now: context.clock.now(),
+          leaseMs: context.leaseMs,
+          token: context.ids.uuid(),
+        })
+      } catch (error) {
+        context.logger.error({ error: String(error) }, 'could not lease a job')
+        return
+      }
+      if (lease === null) return
+      run(lease)
+    }
+  }
+
+  const pool: WorkerPool = {
+    wake() {
+      if (stopping || options.concurrency <= 0) return
+      if (pumping !== null) {
+        pumpAgain = true
+        return
+      }
+      pumping = (async () => {
+        do {
+          pumpAgain = false
+          await pump()
+        } while (pumpAgain && !stopping)
+      })().finally(() => {
+        pumping = null
+      })
+    },
+    async idle() {
+      for (;;) {
+        pool.wake()
+        while (pumping !== null) await pumping
+        if (running.size === 0) {
+          await delivery.settled()
+          if (pumping === null && running.size === 0) return
+        }
+        await Promise.race(running)
+      }
+    },
+    async stop(timeoutMs) {
+      stopping = true
+      for (const cancel of timers) cancel()
+      timers.clear()
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([
+        Promise.allSettled([...running]),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs)
+        }),
+      ])
+      clearTimeout(timer)
+    },
+  }
+
+  const unsubscribe = context.storage.jobs.onAvailable(() => pool.wake())
+  const poll = () =>
+    after(options.pollMs, () => {
+      if (stopping) return
+      pool.wake()
+      poll()
+    })
+  if (options.concurrency > 0) poll()
+  timers.add(unsubscribe)
+  return pool
+}

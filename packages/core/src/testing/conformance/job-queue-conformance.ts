@@ -1,0 +1,503 @@
+import { randomUUID } from 'node:crypto'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { Session } from '../../domain/session.js'
+import type { JobLease, Storage } from '../../ports/storage.js'
+import {
+  at,
+  type Channel,
+  cleanUp,
+  companyIdSource,
+  createChannel,
+  createSession,
+  expectedError,
+  insertMessage,
+  type StorageConformanceOptions,
+} from './storage-fixtures.js'
+
+const LEASE_MS = 30_000
+const HOUR_MS = 3_600_000
+const CENTURY = 100 * 365 * 24 * 3_600_000
+
+function nextTick(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0))
+}
+
+/**
+ * The job queue contract every adapter passes. Jobs live in the storage and are enqueued in the
+ * transaction that stores their message. Time is passed in, so nothing here waits for a lease
+ * to run out.
+ */
+export function runJobQueueConformance(
+  name: string,
+  createStorage: () => Promise<Storage> | Storage,
+  options?: StorageConformanceOptions,
+): void {
+  const newCompanyId = companyIdSource(options)
+
+  describe(`${name}: job queue conformance`, () => {
+    let storage: Storage
+    let channel: Channel
+
+    /** Stores a customer message and enqueues its job in one transaction; returns the message id. */
+    const receive = (session: Session, availableAt = at()): Promise<string> =>
+      storage.transaction(async (tx) => {
+        const message = await insertMessage(tx, session, { at: availableAt })
+        await tx.jobs.enqueue({
+          companyId: session.companyId,
+          sessionId: session.id,
+          messageId: message.id,
+          availableAt,
+        })
+        return message.id
+      })
+
+    const lease = (token: string, now = at()): Promise<JobLease | null> =>
+      storage.jobs.lease({ now, leaseMs: LEASE_MS, token })
+
+    beforeEach(async () => {
+      storage = await createStorage()
+      // Leases whatever earlier tests or runs left unfinished for longer than any time used here,
+      // so in a shared database only this test's jobs can be leased.
+      let leftover = await storage.jobs.lease({ now: at(CENTURY), leaseMs: CENTURY, token: randomUUID() })
+      while (leftover !== null) {
+        leftover = await storage.jobs.lease({ now: at(CENTURY), leaseMs: CENTURY, token: randomUUID() })
+      }
+      channel = await createChannel(storage, await newCompanyId(storage))
+    })
+
+    afterEach(async () => {
+      await cleanUp(storage, options)
+    })
+
+    it('leases a job with what the worker needs to run it', async () => {
+      const session = await createSession(storage, channel)
+      const messageId = await receive(session)
+
+      const leased = await lease('worker-1')
+      expect(leased).toEqual({
+        jobId: expect.any(String),
+        companyId: channel.companyId,
+        sessionId: session.id,
+        messageId,
+        attempts: 0,
+        token: 'worker-1',
+      })
+      expect(await lease('worker-2')).toBeNull()
+    })
+
+    it("runs a session's jobs one at a time in enqueue order", async () => {
+      const session = await createSession(storage, channel)
+      const messageIds = [await receive(session), await receive(session), await receive(session)]
+
+      const order: string[] = []
+      for (let index = 0; index < 3; index++) {
+        const leased = (await lease(`worker-${index}`))!
+        expect(await lease('other')).toBeNull()
+        order.push(leased.messageId)
+        expect(await storage.jobs.complete({ jobId: leased.jobId, token: leased.token })).toBe(true)
+      }
+      expect(order).toEqual(messageIds)
+      expect(await lease('idle')).toBeNull()
+    })
+
+    it('holds back the next job while the first one waits for its retry', async () => {
+      const session = await createSession(storage, channel)
+      const firstId = await receive(session)
+      await receive(session)
+
+      const first = (await lease('worker-1'))!
+      expect(
+        await storage.jobs.fail({
+          jobId: first.jobId,
+          token: first.token,
+          retryAt: at(60_000),
+          dead: false,
+          error: 'boom',
+        }),
+      ).toBe(true)
+
+      expect(await lease('worker-2', at(1000))).toBeNull()
+      expect(await lease('worker-2', at(59_999))).toBeNull()
+      const retried = await lease('worker-3', at(60_000))
+      expect(retried).toMatchObject({
+        jobId: first.jobId,
+        messageId: firstId,
+        attempts: 1,
+        token: 'worker-3',
+      })
+    })
+
+    it('does not lease a job before its time', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session, at(5000))
+
+      expect(await lease('early', at(4999))).toBeNull()
+      expect(await lease('on-time', at(5000))).not.toBeNull()
+    })
+
+    it('leases jobs of different sessions in parallel, the oldest first', async () => {
+      const first = await createSession(storage, channel)
+      const second = await createSession(storage, channel)
+      const third = await createSession(storage, channel)
+      const secondMessage = await receive(second)
+      const firstMessage = await receive(first)
+      await receive(first)
+      const thirdMessage = await receive(third)
+
+      const leases = [(await lease('a'))!, (await lease('b'))!, (await lease('c'))!]
+      expect(leases.map((leased) => leased.messageId)).toEqual([secondMessage, firstMessage, thirdMessage])
+      expect(await lease('d')).toBeNull()
+    })
+
+    it("picks the oldest eligible job, whichever session's queue it heads", async () => {
+      const first = await createSession(storage, channel)
+      const second = await createSession(storage, channel)
+      await receive(first)
+      const older = await receive(second)
+      await receive(first)
+
+      const head = (await lease('a'))!
+      await storage.jobs.complete({ jobId: head.jobId, token: 'a' })
+      expect((await lease('b'))?.messageId).toBe(older)
+    })
+
+    it('hands an expired lease to a new worker and fences the old one out', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const next = await receive(session)
+
+      const stale = (await lease('stale'))!
+      expect(await lease('early', at(LEASE_MS - 1))).toBeNull()
+      const fresh = (await lease('fresh', at(LEASE_MS + 1)))!
+      expect(fresh).toMatchObject({ jobId: stale.jobId, token: 'fresh', attempts: 0 })
+
+      const retryAt = at(LEASE_MS + 2)
+      expect(
+        await storage.jobs.renew({
+          jobId: stale.jobId,
+          token: 'stale',
+          now: at(LEASE_MS + 2),
+          leaseMs: LEASE_MS,
+        }),
+      ).toBe(false)
+      expect(
+        await storage.jobs.fail({ jobId: stale.jobId, token: 'stale', retryAt, dead: false, error: 'late' }),
+      ).toBe(false)
+      expect(await storage.jobs.complete({ jobId: stale.jobId, token: 'stale' })).toBe(false)
+      expect(await lease('intruder', at(LEASE_MS + 2))).toBeNull()
+
+      expect(await storage.jobs.complete({ jobId: fresh.jobId, token: 'fresh' })).toBe(true)
+      expect((await lease('after', at(LEASE_MS + 3)))?.messageId).toBe(next)
+    })
+
+    it('renews a live lease for its holder only', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const leased = (await lease('holder'))!
+
+      expect(
+        await storage.jobs.renew({ jobId: leased.jobId, token: 'other', now: at(20_000), leaseMs: LEASE_MS }),
+      ).toBe(false)
+      expect(
+        await storage.jobs.renew({
+          jobId: leased.jobId,
+          token: 'holder',
+          now: at(20_000),
+          leaseMs: LEASE_MS,
+        }),
+      ).toBe(true)
+      expect(await lease('taker', at(LEASE_MS + 1))).toBeNull()
+      expect(await lease('taker', at(20_000 + LEASE_MS - 1))).toBeNull()
+      expect((await lease('taker', at(20_000 + LEASE_MS + 1)))?.jobId).toBe(leased.jobId)
+    })
+
+    it('neither renews nor completes a finished job', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const leased = (await lease('holder'))!
+
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'intruder' })).toBe(false)
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'holder' })).toBe(true)
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'holder' })).toBe(false)
+      expect(
+        await storage.jobs.renew({ jobId: leased.jobId, token: 'holder', now: at(1), leaseMs: LEASE_MS }),
+      ).toBe(false)
+      expect(
+        await storage.jobs.fail({
+          jobId: leased.jobId,
+          token: 'holder',
+          retryAt: at(2),
+          dead: false,
+          error: 'late',
+        }),
+      ).toBe(false)
+      expect(await lease('idle', at(CENTURY / 2))).toBeNull()
+    })
+
+    it('gives a failed job back at its retry time with one more attempt', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const first = (await lease('first'))!
+
+      expect(
+        await storage.jobs.fail({
+          jobId: first.jobId,
+          token: 'intruder',
+          retryAt: at(1000),
+          dead: false,
+          error: 'no',
+        }),
+      ).toBe(false)
+      expect(
+        await storage.jobs.fail({
+          jobId: first.jobId,
+          token: 'first',
+          retryAt: at(1000),
+          dead: false,
+          error: 'timeout',
+        }),
+      ).toBe(true)
+      expect(await storage.jobs.complete({ jobId: first.jobId, token: 'first' })).toBe(false)
+      expect(await lease('early', at(999))).toBeNull()
+
+      const second = (await lease('second', at(1000)))!
+      expect(second).toMatchObject({ jobId: first.jobId, attempts: 1 })
+      await storage.jobs.fail({
+        jobId: second.jobId,
+        token: 'second',
+        retryAt: at(2000),
+        dead: false,
+        error: 'timeout',
+      })
+      expect((await lease('third', at(2000)))?.attempts).toBe(2)
+    })
+
+    it('lets the next job run once a job is dead, and never runs the dead one again', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const next = await receive(session)
+      const doomed = (await lease('worker'))!
+
+      expect(
+        await storage.jobs.fail({
+          jobId: doomed.jobId,
+          token: 'worker',
+          retryAt: at(HOUR_MS),
+          dead: true,
+          error: 'gave up',
+        }),
+      ).toBe(true)
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+
+      const following = (await lease('worker-2'))!
+      expect(following.messageId).toBe(next)
+      await storage.jobs.complete({ jobId: following.jobId, token: following.token })
+      expect(await lease('idle', at(CENTURY / 2))).toBeNull()
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
+    })
+
+    it('counts unfinished jobs, of one session or of all', async () => {
+      const before = await storage.jobs.pending({})
+      const first = await createSession(storage, channel)
+      const second = await createSession(storage, channel)
+      await receive(first)
+      await receive(first)
+      await receive(second)
+
+      expect(await storage.jobs.pending({ sessionId: first.id })).toBe(2)
+      expect(await storage.jobs.pending({ sessionId: second.id })).toBe(1)
+      expect(await storage.jobs.pending({ sessionId: randomUUID() })).toBe(0)
+      expect(await storage.jobs.pending({})).toBe(before + 3)
+
+      const leased = (await lease('worker'))!
+      expect(await storage.jobs.pending({ sessionId: first.id })).toBe(2)
+      await storage.jobs.complete({ jobId: leased.jobId, token: 'worker' })
+      expect(await storage.jobs.pending({ sessionId: first.id })).toBe(1)
+      expect(await storage.jobs.pending({})).toBe(before + 2)
+    })
+
+    it('refuses a second job for the same message', async () => {
+      const session = await createSession(storage, channel)
+      const messageId = await receive(session)
+
+      await expect(
+        storage.transaction((tx) =>
+          tx.jobs.enqueue({
+            companyId: channel.companyId,
+            sessionId: session.id,
+            messageId,
+            availableAt: at(),
+          }),
+        ),
+      ).rejects.toThrow()
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+    })
+
+    it('leaves no job behind when the enqueuing transaction rolls back', async () => {
+      const session = await createSession(storage, channel)
+      const failure = expectedError()
+
+      await expect(
+        storage.transaction(async (tx) => {
+          const message = await insertMessage(tx, session)
+          await tx.jobs.enqueue({
+            companyId: channel.companyId,
+            sessionId: session.id,
+            messageId: message.id,
+            availableAt: at(),
+          })
+          throw failure
+        }),
+      ).rejects.toBe(failure)
+
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
+      expect(await lease('worker')).toBeNull()
+    })
+
+    it('keeps the lease when the transaction that completes the job rolls back', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const leased = (await lease('worker'))!
+      const failure = expectedError()
+
+      await expect(
+        storage.transaction(async (tx) => {
+          expect(await tx.jobs.complete({ jobId: leased.jobId, token: 'worker' })).toBe(true)
+          throw failure
+        }),
+      ).rejects.toBe(failure)
+
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+      expect(await lease('other')).toBeNull()
+      expect(
+        await storage.transaction((tx) => tx.jobs.complete({ jobId: leased.jobId, token: 'worker' })),
+      ).toBe(true)
+    })
+
+    it('tells listeners once an enqueue commits, not before', async () => {
+      const session = await createSession(storage, channel)
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+
+      try {
+        await storage.transaction(async (tx) => {
+          const message = await insertMessage(tx, session)
+          await tx.jobs.enqueue({
+            companyId: channel.companyId,
+            sessionId: session.id,
+            messageId: message.id,
+            availableAt: at(),
+          })
+          await nextTick()
+          expect(listener).not.toHaveBeenCalled()
+        })
+        await vi.waitFor(() => expect(listener).toHaveBeenCalled())
+      } finally {
+        unsubscribe()
+      }
+    })
+
+    it('does not tell listeners about an enqueue that rolled back', async () => {
+      const session = await createSession(storage, channel)
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+
+      try {
+        await expect(
+          storage.transaction(async (tx) => {
+            const message = await insertMessage(tx, session)
+            await tx.jobs.enqueue({
+              companyId: channel.companyId,
+              sessionId: session.id,
+              messageId: message.id,
+              availableAt: at(),
+            })
+            throw expectedError()
+          }),
+        ).rejects.toThrow()
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        expect(listener).not.toHaveBeenCalled()
+      } finally {
+        unsubscribe()
+      }
+    })
+
+    it('tells listeners when a failed job is given back for a retry, until they unsubscribe', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+
+      const first = (await lease('first'))!
+      await storage.jobs.fail({
+        jobId: first.jobId,
+        token: 'first',
+        retryAt: at(1000),
+        dead: false,
+        error: 'x',
+      })
+      await vi.waitFor(() => expect(listener).toHaveBeenCalled())
+
+      unsubscribe()
+      listener.mockClear()
+      const second = (await lease('second', at(1000)))!
+      await storage.jobs.fail({
+        jobId: second.jobId,
+        token: 'second',
+        retryAt: at(2000),
+        dead: false,
+        error: 'x',
+      })
+      await receive(session)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(listener).not.toHaveBeenCalled()
+    })
+
+    it('lets 50 concurrent workers run 20 sessions of 5 jobs: one lease per session, each job once, in order', async () => {
+      const expected = new Map<string, string[]>()
+      for (let index = 0; index < 20; index++) {
+        const session = await createSession(storage, channel)
+        const messageIds: string[] = []
+        for (let job = 0; job < 5; job++) messageIds.push(await receive(session))
+        expected.set(session.id, messageIds)
+      }
+
+      const processed = new Map<string, string[]>([...expected.keys()].map((sessionId) => [sessionId, []]))
+      const holders = new Map<string, string>()
+      const violations: string[] = []
+      let done = 0
+      let tokens = 0
+
+      const worker = async (): Promise<void> => {
+        for (let idle = 0; done < 100 && idle < 10_000; ) {
+          tokens += 1
+          const token = `token-${tokens}`
+          const leased = await storage.jobs.lease({ now: at(), leaseMs: LEASE_MS, token })
+          if (leased === null) {
+            idle += 1
+            await nextTick()
+            continue
+          }
+          const holder = holders.get(leased.sessionId)
+          if (holder !== undefined)
+            violations.push(`${leased.sessionId} leased to ${token} while ${holder} held it`)
+          holders.set(leased.sessionId, token)
+          await nextTick()
+          processed.get(leased.sessionId)?.push(leased.messageId)
+          holders.delete(leased.sessionId)
+          const completed = await storage.transaction((tx) =>
+            tx.jobs.complete({ jobId: leased.jobId, token }),
+          )
+          if (!completed) violations.push(`${token} lost its lease`)
+          done += 1
+        }
+      }
+      await Promise.all(Array.from({ length: 50 }, worker))
+
+      expect(violations).toEqual([])
+      expect(done).toBe(100)
+      expect(processed).toEqual(expected)
+      for (const sessionId of expected.keys()) expect(await storage.jobs.pending({ sessionId })).toBe(0)
+    })
+  })
+}

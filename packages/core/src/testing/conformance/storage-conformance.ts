@@ -1,0 +1,1222 @@
+import { randomUUID } from 'node:crypto'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { Agent } from '../../domain/agent.js'
+import type { Message, Session } from '../../domain/session.js'
+import type { Storage } from '../../ports/storage.js'
+import {
+  at,
+  type Channel,
+  cleanUp,
+  companyIdSource,
+  createAgent,
+  createChannel,
+  createIntegration,
+  createSession,
+  expectedError,
+  insertMessage,
+  newAgentInput,
+  newSessionInput,
+  type StorageConformanceOptions,
+  tryToMutate,
+} from './storage-fixtures.js'
+
+const HOUR = 3_600_000
+const CENTURY = 100 * 365 * 24 * HOUR
+
+function idsOf(items: readonly { id: number | string }[]): Array<number | string> {
+  return items.map((item) => item.id)
+}
+
+function sortedNumbers(values: readonly number[]): number[] {
+  return [...values].sort((left, right) => left - right)
+}
+
+/**
+ * The storage contract every adapter passes: run it against a fresh or shared database. Each test
+ * uses companies, ids and customers of its own, so tables need not be empty.
+ */
+export function runStorageConformance(
+  name: string,
+  createStorage: () => Promise<Storage> | Storage,
+  options?: StorageConformanceOptions,
+): void {
+  const newCompanyId = companyIdSource(options)
+
+  describe(`${name}: storage conformance`, () => {
+    let storage: Storage
+    let companyId: number
+    let otherCompanyId: number
+
+    beforeEach(async () => {
+      storage = await createStorage()
+      companyId = await newCompanyId(storage)
+      otherCompanyId = await newCompanyId(storage)
+    })
+
+    afterEach(async () => {
+      await cleanUp(storage, options)
+    })
+
+    describe('agents', () => {
+      it('creates agents with increasing integer ids and the given time', async () => {
+        const first = await createAgent(storage, companyId, { name: 'Sales', role: 'Sales lead' })
+        const second = await createAgent(storage, companyId)
+
+        expect(Number.isInteger(first.id)).toBe(true)
+        expect(first.id).toBeGreaterThan(0)
+        expect(second.id).toBeGreaterThan(first.id)
+        expect(first).toMatchObject({
+          companyId,
+          name: 'Sales',
+          role: 'Sales lead',
+          kind: 'ai',
+          maxDepth: 3,
+          fallbackReply: 'Sorry, try again later.',
+          createdAt: at().toISOString(),
+          updatedAt: at().toISOString(),
+        })
+        expect(second.role).toBeUndefined()
+        expect(second.routingConfig).toBeUndefined()
+        expect(await storage.agents.get({ companyId, id: first.id })).toEqual(first)
+      })
+
+      it('keeps routing settings and a null fallback reply', async () => {
+        const target = await createAgent(storage, companyId)
+        const routingConfig = {
+          enabled: true,
+          routes: [{ id: 'billing', agentId: target.id, description: 'Invoices' }],
+          confidenceThreshold: 0.7,
+        }
+        const agent = await createAgent(storage, companyId, {
+          routingModel: 'small-model',
+          routingConfig,
+          fallbackReply: null,
+        })
+
+        const stored = await storage.agents.get({ companyId, id: agent.id })
+        expect(stored).toMatchObject({ routingModel: 'small-model', routingConfig, fallbackReply: null })
+      })
+
+      it("never returns another company's agent", async () => {
+        const agent = await createAgent(storage, companyId)
+
+        expect(await storage.agents.get({ companyId: otherCompanyId, id: agent.id })).toBeNull()
+        expect(await storage.agents.get({ companyId, id: agent.id + 1_000_000 })).toBeNull()
+      })
+
+      it('gets many: only the existing agents of the company, once each', async () => {
+        const first = await createAgent(storage, companyId)
+        const second = await createAgent(storage, companyId)
+        const foreign = await createAgent(storage, otherCompanyId)
+
+        const found = await storage.agents.getMany({
+          companyId,
+          ids: [first.id, second.id, foreign.id, second.id + 1_000_000, first.id],
+        })
+        expect(sortedNumbers(found.map((agent) => agent.id))).toEqual([first.id, second.id])
+        expect(await storage.agents.getMany({ companyId, ids: [] })).toEqual([])
+      })
+
+      it('lists the company agents by id, page by page', async () => {
+        const created: Agent[] = []
+        for (let index = 0; index < 5; index++) created.push(await createAgent(storage, companyId))
+        await createAgent(storage, otherCompanyId)
+
+        const first = await storage.agents.list({ companyId, limit: 2 })
+        expect(idsOf(first.items)).toEqual(idsOf(created.slice(0, 2)))
+        expect(first.nextCursor).toEqual(expect.any(String))
+        const second = await storage.agents.list({ companyId, limit: 2, cursor: first.nextCursor! })
+        expect(idsOf(second.items)).toEqual(idsOf(created.slice(2, 4)))
+        const third = await storage.agents.list({ companyId, limit: 2, cursor: second.nextCursor! })
+        expect(idsOf(third.items)).toEqual(idsOf(created.slice(4)))
+        expect(third.nextCursor).toBeNull()
+
+        const exact = await storage.agents.list({ companyId, limit: 5 })
+        expect(exact.items).toHaveLength(5)
+        expect(exact.nextCursor).toBeNull()
+        expect(await storage.agents.list({ companyId: await newCompanyId(storage), limit: 10 })).toEqual({
+          items: [],
+          nextCursor: null,
+        })
+      })
+
+      it('updates: null removes role, routing model and routing config; undefined leaves a field', async () => {
+        const target = await createAgent(storage, companyId)
+        const agent = await createAgent(storage, companyId, {
+          role: 'Support',
+          routingModel: 'small-model',
+          routingConfig: { enabled: true, routes: [], confidenceThreshold: 0.5 },
+        })
+        const handoff = { ...agent.handoff, enabled: true, allowedTargets: [target.id] }
+
+        const updated = await storage.agents.update({
+          companyId,
+          id: agent.id,
+          patch: {
+            name: 'Renamed',
+            role: null,
+            routingModel: null,
+            routingConfig: null,
+            fallbackReply: null,
+            handoff,
+            systemPrompt: undefined,
+          },
+          at: at(HOUR),
+        })
+
+        expect(updated).toMatchObject({
+          id: agent.id,
+          companyId,
+          name: 'Renamed',
+          kind: 'ai',
+          systemPrompt: agent.systemPrompt,
+          llmModel: agent.llmModel,
+          maxDepth: agent.maxDepth,
+          handoff,
+          fallbackReply: null,
+          createdAt: agent.createdAt,
+          updatedAt: at(HOUR).toISOString(),
+        })
+        expect(updated?.role).toBeUndefined()
+        expect(updated?.routingModel).toBeUndefined()
+        expect(updated?.routingConfig).toBeUndefined()
+        expect(await storage.agents.get({ companyId, id: agent.id })).toEqual(updated)
+
+        const touched = await storage.agents.update({
+          companyId,
+          id: agent.id,
+          patch: { maxDepth: 5 },
+          at: at(2 * HOUR),
+        })
+        expect(touched).toEqual({ ...updated, maxDepth: 5, updatedAt: at(2 * HOUR).toISOString() })
+      })
+
+      it("does not update another company's or a missing agent", async () => {
+        const agent = await createAgent(storage, companyId)
+
+        const patch = { name: 'Taken over' }
+        expect(
+          await storage.agents.update({ companyId: otherCompanyId, id: agent.id, patch, at: at(HOUR) }),
+        ).toBeNull()
+        expect(
+          await storage.agents.update({ companyId, id: agent.id + 1_000_000, patch, at: at(HOUR) }),
+        ).toBeNull()
+        expect(await storage.agents.get({ companyId, id: agent.id })).toEqual(agent)
+      })
+
+      it('deletes an agent of the company only', async () => {
+        const agent = await createAgent(storage, companyId)
+
+        expect(await storage.agents.delete({ companyId: otherCompanyId, id: agent.id })).toBe(false)
+        expect(await storage.agents.get({ companyId, id: agent.id })).toEqual(agent)
+        expect(await storage.agents.delete({ companyId, id: agent.id })).toBe(true)
+        expect(await storage.agents.get({ companyId, id: agent.id })).toBeNull()
+        expect(await storage.agents.delete({ companyId, id: agent.id })).toBe(false)
+      })
+
+      it('knows when an entry agent, a handoff target or a route target is referenced', async () => {
+        const lone = await createAgent(storage, companyId)
+        const entry = await createAgent(storage, companyId)
+        const handoffTarget = await createAgent(storage, companyId)
+        const routeTarget = await createAgent(storage, companyId)
+        await createIntegration(storage, companyId, entry.id)
+        const caller = await createAgent(storage, companyId, {
+          handoff: { ...lone.handoff, enabled: true, allowedTargets: [handoffTarget.id] },
+          routingConfig: {
+            enabled: true,
+            routes: [{ id: 'orders', agentId: routeTarget.id, description: 'Order questions' }],
+            confidenceThreshold: 0.5,
+          },
+        })
+
+        const referenced = (id: number) => storage.agents.isReferenced({ companyId, id })
+        expect(await referenced(lone.id)).toBe(false)
+        expect(await referenced(entry.id)).toBe(true)
+        expect(await referenced(handoffTarget.id)).toBe(true)
+        expect(await referenced(routeTarget.id)).toBe(true)
+        expect(await referenced(caller.id)).toBe(false)
+
+        await storage.agents.delete({ companyId, id: caller.id })
+        expect(await referenced(handoffTarget.id)).toBe(false)
+        expect(await referenced(routeTarget.id)).toBe(false)
+      })
+
+      it('does not count an agent naming itself or an agent of another company', async () => {
+        const agent = await createAgent(storage, companyId)
+        await storage.agents.update({
+          companyId,
+          id: agent.id,
+          patch: { handoff: { ...agent.handoff, enabled: true, allowedTargets: [agent.id] } },
+          at: at(HOUR),
+        })
+        await createAgent(storage, otherCompanyId, {
+          handoff: { ...agent.handoff, enabled: true, allowedTargets: [agent.id] },
+        })
+
+        expect(await storage.agents.isReferenced({ companyId, id: agent.id })).toBe(false)
+      })
+
+      it('stores a snapshot: changing a returned or an input object changes nothing stored', async () => {
+        const input = newAgentInput(companyId)
+        const agent = await storage.agents.create(input)
+        const original = structuredClone(agent)
+
+        tryToMutate(agent, 'name', 'Changed')
+        tryToMutate(agent.handoff.allowedTargets, '0', 42)
+        input.handoff.allowedTargets.push(42)
+        ;(input as { name: string }).name = 'Changed too'
+
+        expect(await storage.agents.get({ companyId, id: agent.id })).toEqual(original)
+      })
+    })
+
+    describe('integrations', () => {
+      it('creates integrations whose ids are strings of digits', async () => {
+        const agent = await createAgent(storage, companyId)
+        const integration = await createIntegration(storage, companyId, agent.id)
+        const second = await createIntegration(storage, companyId, agent.id)
+
+        expect(integration.id).toMatch(/^\d+$/)
+        expect(second.id).toMatch(/^\d+$/)
+        expect(second.id).not.toBe(integration.id)
+        expect(integration).toMatchObject({
+          companyId,
+          type: 'webchat',
+          name: 'Website chat',
+          active: true,
+          entryAgentId: agent.id,
+          config: { greeting: 'Hello' },
+          webhookSecret: null,
+          createdAt: at().toISOString(),
+          updatedAt: at().toISOString(),
+        })
+      })
+
+      it('gets by id within the company, or from any company without one', async () => {
+        const agent = await createAgent(storage, companyId)
+        const integration = await createIntegration(storage, companyId, agent.id)
+
+        expect(await storage.integrations.get({ id: integration.id, companyId })).toEqual(integration)
+        expect(await storage.integrations.get({ id: integration.id })).toEqual(integration)
+        expect(await storage.integrations.get({ id: integration.id, companyId: otherCompanyId })).toBeNull()
+        expect(await storage.integrations.get({ id: '999999999999' })).toBeNull()
+      })
+
+      it('lists the company integrations page by page', async () => {
+        const agent = await createAgent(storage, companyId)
+        const created = [
+          await createIntegration(storage, companyId, agent.id),
+          await createIntegration(storage, companyId, agent.id),
+          await createIntegration(storage, companyId, agent.id),
+        ]
+        const foreignAgent = await createAgent(storage, otherCompanyId)
+        await createIntegration(storage, otherCompanyId, foreignAgent.id)
+
+        const first = await storage.integrations.list({ companyId, limit: 2 })
+        expect(first.items).toHaveLength(2)
+        expect(first.nextCursor).toEqual(expect.any(String))
+        const second = await storage.integrations.list({ companyId, limit: 2, cursor: first.nextCursor! })
+        expect(second.items).toHaveLength(1)
+        expect(second.nextCursor).toBeNull()
+        expect(idsOf([...first.items, ...second.items])).toEqual(idsOf(created))
+        expect((await storage.integrations.list({ companyId, limit: 3 })).nextCursor).toBeNull()
+      })
+
+      it('updates the given fields of an integration of the company', async () => {
+        const agent = await createAgent(storage, companyId)
+        const otherAgent = await createAgent(storage, companyId)
+        const integration = await createIntegration(storage, companyId, agent.id)
+
+        const updated = await storage.integrations.update({
+          companyId,
+          id: integration.id,
+          patch: { name: 'Shop chat', active: false, entryAgentId: otherAgent.id, webhookSecret: 'secret' },
+          at: at(HOUR),
+        })
+        expect(updated).toEqual({
+          ...integration,
+          name: 'Shop chat',
+          active: false,
+          entryAgentId: otherAgent.id,
+          webhookSecret: 'secret',
+          updatedAt: at(HOUR).toISOString(),
+        })
+
+        const cleared = await storage.integrations.update({
+          companyId,
+          id: integration.id,
+          patch: { webhookSecret: null, config: { greeting: 'Hi', colors: ['blue'] } },
+          at: at(2 * HOUR),
+        })
+        expect(cleared).toMatchObject({
+          webhookSecret: null,
+          config: { greeting: 'Hi', colors: ['blue'] },
+          name: 'Shop chat',
+        })
+        expect(await storage.integrations.get({ id: integration.id })).toEqual(cleared)
+
+        expect(
+          await storage.integrations.update({
+            companyId: otherCompanyId,
+            id: integration.id,
+            patch: { name: 'Stolen' },
+            at: at(3 * HOUR),
+          }),
+        ).toBeNull()
+        expect(await storage.integrations.get({ id: integration.id })).toEqual(cleared)
+      })
+
+      it('deletes an integration of the company only', async () => {
+        const agent = await createAgent(storage, companyId)
+        const integration = await createIntegration(storage, companyId, agent.id)
+
+        expect(await storage.integrations.delete({ companyId: otherCompanyId, id: integration.id })).toBe(
+          false,
+        )
+        expect(await storage.integrations.delete({ companyId, id: integration.id })).toBe(true)
+        expect(await storage.integrations.get({ id: integration.id })).toBeNull()
+        expect(await storage.integrations.delete({ companyId, id: integration.id })).toBe(false)
+      })
+    })
+
+    describe('sessions', () => {
+      let channel: Channel
+
+      beforeEach(async () => {
+        channel = await createChannel(storage, companyId)
+      })
+
+      it('creates a session with a version and gets it back within the company', async () => {
+        const input = newSessionInput({
+          companyId,
+          integrationId: channel.integration.id,
+          agentId: channel.agent.id,
+          clientId: 'client-1',
+        })
+        const session = await storage.sessions.create(input)
+
+        expect(session).toEqual({ ...input, version: expect.any(Number) })
+        expect(await storage.sessions.get({ id: session.id, companyId })).toEqual(session)
+        expect(await storage.sessions.get({ id: session.id })).toEqual(session)
+        expect(await storage.sessions.get({ id: session.id, companyId: otherCompanyId })).toBeNull()
+        expect(await storage.sessions.get({ id: randomUUID() })).toBeNull()
+      })
+
+      it('refuses a second open session for the same customer on the same integration', async () => {
+        const clientId = randomUUID()
+        const open = await createSession(storage, channel, { clientId })
+
+        await expect(createSession(storage, channel, { clientId })).rejects.toThrow()
+        await expect(createSession(storage, channel, { clientId, state: 'paused' })).rejects.toThrow()
+        expect(await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId })).toEqual(
+          open,
+        )
+
+        await createSession(storage, channel)
+        const otherIntegration = await createIntegration(storage, companyId, channel.agent.id)
+        await createSession(storage, { ...channel, integration: otherIntegration }, { clientId })
+      })
+
+      it('counts a paused session as open', async () => {
+        const clientId = randomUUID()
+        const paused = await createSession(storage, channel, { clientId, state: 'paused' })
+
+        await expect(createSession(storage, channel, { clientId })).rejects.toThrow()
+        expect(await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId })).toEqual(
+          paused,
+        )
+      })
+
+      it('opens a new session once the previous one is closed', async () => {
+        const clientId = randomUUID()
+        const first = await createSession(storage, channel, { clientId })
+        const closed = await storage.sessions.save({
+          ...first,
+          state: 'closed',
+          updatedAt: at(HOUR).toISOString(),
+        })
+        expect(closed?.state).toBe('closed')
+        expect(
+          await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId }),
+        ).toBeNull()
+
+        const second = await createSession(storage, channel, { clientId, createdAt: at(2 * HOUR) })
+        expect(await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId })).toEqual(
+          second,
+        )
+        expect(await storage.sessions.get({ id: first.id })).toEqual(closed)
+      })
+
+      it('finds no open session for an unknown customer', async () => {
+        expect(
+          await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId: randomUUID() }),
+        ).toBeNull()
+      })
+
+      it('saves with compare-and-set on the version', async () => {
+        const session = await createSession(storage, channel)
+        const pauseState = { pausedAt: at(HOUR).toISOString(), reason: 'Lunch' }
+
+        const saved = await storage.sessions.save({
+          ...session,
+          state: 'paused',
+          pauseState,
+          updatedAt: at(HOUR).toISOString(),
+        })
+        expect(saved).toEqual({
+          ...session,
+          state: 'paused',
+          pauseState,
+          updatedAt: at(HOUR).toISOString(),
+          version: session.version + 1,
+        })
+        expect(await storage.sessions.get({ id: session.id })).toEqual(saved)
+
+        expect(await storage.sessions.save({ ...session, activeAgentId: channel.agent.id })).toBeNull()
+        expect(await storage.sessions.get({ id: session.id })).toEqual(saved)
+
+        const resumed = await storage.sessions.save({ ...saved!, state: 'ongoing', pauseState: undefined })
+        expect(resumed?.version).toBe(session.version + 2)
+        expect((await storage.sessions.get({ id: session.id }))?.pauseState).toBeUndefined()
+      })
+
+      it('does not save a session that does not exist', async () => {
+        const input = newSessionInput({
+          companyId,
+          integrationId: channel.integration.id,
+          agentId: channel.agent.id,
+        })
+        expect(await storage.sessions.save({ ...input, version: 1 })).toBeNull()
+        expect(await storage.sessions.get({ id: input.id })).toBeNull()
+      })
+
+      it('keeps metadata whole: agent path, shared context, routing and errors', async () => {
+        const session = await createSession(storage, channel)
+        const metadata: Session['metadata'] = {
+          agentPath: [
+            {
+              agentId: channel.agent.id,
+              agentName: channel.agent.name,
+              timestamp: at().toISOString(),
+              via: 'initial',
+            },
+            {
+              agentId: channel.agent.id,
+              agentName: channel.agent.name,
+              confidence: 0.9,
+              routeId: 'billing',
+              depth: 1,
+              timestamp: at(1).toISOString(),
+              via: 'entry_routing',
+            },
+          ],
+          sharedContext: {
+            facts: { orderId: '42' },
+            journey: [{ step: 'Asked about order', at: at(2).toISOString() }],
+          },
+          routing: { reason: 'resolved', depth: 1, at: at(1).toISOString() },
+          errors: [
+            {
+              code: 'TOOL_LOOP_LIMIT',
+              message: 'Too many tool calls',
+              agentId: channel.agent.id,
+              at: at(3).toISOString(),
+            },
+          ],
+        }
+
+        const saved = await storage.sessions.save({ ...session, metadata })
+        expect(saved?.metadata).toEqual(metadata)
+        expect((await storage.sessions.get({ id: session.id }))?.metadata).toEqual(metadata)
+      })
+
+      it('lists newest first, filtered by state and integration, page by page', async () => {
+        const oldest = await createSession(storage, channel, { createdAt: at(0) })
+        const newest = await createSession(storage, channel, { createdAt: at(2 * HOUR) })
+        const middle = await createSession(storage, channel, { createdAt: at(HOUR), state: 'closed' })
+        const otherIntegration = await createIntegration(storage, companyId, channel.agent.id)
+        const elsewhere = await createSession(
+          storage,
+          { ...channel, integration: otherIntegration },
+          { createdAt: at(3 * HOUR) },
+        )
+        const foreignChannel = await createChannel(storage, otherCompanyId)
+        await createSession(storage, foreignChannel, { createdAt: at(4 * HOUR) })
+
+        const all = await storage.sessions.list({ companyId, limit: 10 })
+        expect(idsOf(all.items)).toEqual(idsOf([elsewhere, newest, middle, oldest]))
+        expect(all.nextCursor).toBeNull()
+
+        const first = await storage.sessions.list({ companyId, limit: 3 })
+        expect(idsOf(first.items)).toEqual(idsOf([elsewhere, newest, middle]))
+        const second = await storage.sessions.list({ companyId, limit: 3, cursor: first.nextCursor! })
+        expect(idsOf(second.items)).toEqual(idsOf([oldest]))
+        expect(second.nextCursor).toBeNull()
+
+        const closed = await storage.sessions.list({ companyId, state: 'closed', limit: 10 })
+        expect(idsOf(closed.items)).toEqual(idsOf([middle]))
+        const ongoing = await storage.sessions.list({ companyId, state: 'ongoing', limit: 1 })
+        expect(idsOf(ongoing.items)).toEqual(idsOf([elsewhere]))
+        const rest = await storage.sessions.list({
+          companyId,
+          state: 'ongoing',
+          limit: 1,
+          cursor: ongoing.nextCursor!,
+        })
+        expect(idsOf(rest.items)).toEqual(idsOf([newest]))
+
+        const byIntegration = await storage.sessions.list({
+          companyId,
+          integrationId: channel.integration.id,
+          state: 'ongoing',
+          limit: 10,
+        })
+        expect(idsOf(byIntegration.items)).toEqual(idsOf([newest, oldest]))
+      })
+
+      it('pages through sessions created at the same instant without losing or repeating one', async () => {
+        const created: Session[] = []
+        for (let index = 0; index < 5; index++) created.push(await createSession(storage, channel))
+
+        const seen: Array<number | string> = []
+        let cursor: string | undefined
+        for (let pages = 0; pages < 5; pages++) {
+          const page = await storage.sessions.list({ companyId, limit: 2, cursor })
+          seen.push(...idsOf(page.items))
+          if (page.nextCursor === null) break
+          cursor = page.nextCursor
+        }
+        expect(seen).toHaveLength(5)
+        expect(new Set(seen)).toEqual(new Set(idsOf(created)))
+      })
+
+      it('stores a snapshot: changing a returned session changes nothing stored', async () => {
+        const session = await createSession(storage, channel)
+        const original = structuredClone(session)
+
+        tryToMutate(session, 'state', 'closed')
+        tryToMutate(session.metadata.sharedContext.facts, 'stolen', 'yes')
+        tryToMutate(session.customer, 'clientId', 'someone else')
+
+        expect(await storage.sessions.get({ id: session.id })).toEqual(original)
+      })
+    })
+
+    describe('messages', () => {
+      let channel: Channel
+      let session: Session
+
+      beforeEach(async () => {
+        channel = await createChannel(storage, companyId)
+        session = await createSession(storage, channel)
+      })
+
+      it('inserts messages with increasing sequence numbers', async () => {
+        const customer = await insertMessage(storage, session, {
+          text: 'Where is my order?',
+          externalId: randomUUID(),
+        })
+        const reply = await insertMessage(storage, session, {
+          role: 'agent',
+          agentId: channel.agent.id,
+          text: 'Let me check.',
+          delivery: 'pending',
+          at: at(1000),
+        })
+
+        expect(Number.isInteger(customer.sequence)).toBe(true)
+        expect(reply.sequence).toBeGreaterThan(customer.sequence)
+        expect(customer).toMatchObject({
+          companyId,
+          sessionId: session.id,
+          role: 'customer',
+          text: 'Where is my order?',
+          at: at().toISOString(),
+        })
+        expect(customer.agentId).toBeUndefined()
+        expect(customer.delivery).toBeUndefined()
+        expect(reply).toMatchObject({
+          role: 'agent',
+          agentId: channel.agent.id,
+          delivery: 'pending',
+          at: at(1000).toISOString(),
+        })
+        expect(reply.externalId).toBeUndefined()
+        expect(await storage.messages.get({ id: reply.id })).toEqual(reply)
+      })
+
+      it("never returns another company's message", async () => {
+        const message = await insertMessage(storage, session)
+
+        expect(await storage.messages.get({ id: message.id, companyId })).toEqual(message)
+        expect(await storage.messages.get({ id: message.id, companyId: otherCompanyId })).toBeNull()
+        expect(await storage.messages.get({ id: randomUUID() })).toBeNull()
+      })
+
+      it('finds a message by the external id of its integration, which is unique', async () => {
+        const externalId = `wamid.${randomUUID()}`
+        const message = await insertMessage(storage, session, { externalId })
+
+        expect(
+          await storage.messages.findByExternalId({ integrationId: channel.integration.id, externalId }),
+        ).toEqual(message)
+        expect(
+          await storage.messages.findByExternalId({
+            integrationId: channel.integration.id,
+            externalId: randomUUID(),
+          }),
+        ).toBeNull()
+
+        const duplicateId = randomUUID()
+        await expect(insertMessage(storage, session, { id: duplicateId, externalId })).rejects.toThrow()
+        expect(await storage.messages.get({ id: duplicateId })).toBeNull()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([message])
+
+        const otherIntegration = await createIntegration(storage, companyId, channel.agent.id)
+        const otherSession = await createSession(storage, { ...channel, integration: otherIntegration })
+        const same = await insertMessage(storage, otherSession, { externalId })
+        expect(
+          await storage.messages.findByExternalId({ integrationId: otherIntegration.id, externalId }),
+        ).toEqual(same)
+      })
+
+      it('refuses a second message with the same id', async () => {
+        const message = await insertMessage(storage, session)
+
+        await expect(insertMessage(storage, session, { id: message.id, text: 'again' })).rejects.toThrow()
+        expect(await storage.messages.get({ id: message.id })).toEqual(message)
+      })
+
+      it('lists a session in arrival order, after a sequence, up to a limit', async () => {
+        const inserted: Message[] = []
+        for (let index = 0; index < 5; index++) {
+          inserted.push(await insertMessage(storage, session, { text: `message ${index}` }))
+        }
+        const otherSession = await createSession(storage, channel)
+        await insertMessage(storage, otherSession)
+
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual(inserted)
+        expect(await storage.messages.list({ sessionId: session.id, limit: 2 })).toEqual(inserted.slice(0, 2))
+        expect(
+          await storage.messages.list({
+            sessionId: session.id,
+            afterSequence: inserted[2]!.sequence,
+            limit: 10,
+          }),
+        ).toEqual(inserted.slice(3))
+        expect(
+          await storage.messages.list({
+            sessionId: session.id,
+            afterSequence: inserted[4]!.sequence,
+            limit: 10,
+          }),
+        ).toEqual([])
+        expect(await storage.messages.list({ sessionId: randomUUID(), limit: 10 })).toEqual([])
+      })
+
+      it('gives the history a turn sees: conversational messages, no later customer message, oldest first', async () => {
+        const agentId = channel.agent.id
+        const first = await insertMessage(storage, session, { text: 'first' })
+        const sent = await insertMessage(storage, session, { role: 'agent', agentId, delivery: 'sent' })
+        await insertMessage(storage, session, { role: 'system', text: 'Session paused' })
+        await insertMessage(storage, session, { role: 'agent', agentId, delivery: 'blocked' })
+        const operator = await insertMessage(storage, session, { role: 'operator', delivery: 'sent' })
+        const failed = await insertMessage(storage, session, { role: 'agent', agentId, delivery: 'failed' })
+        const current = await insertMessage(storage, session, { text: 'current' })
+        const later = await insertMessage(storage, session, { text: 'queued after the current one' })
+        const reply = await insertMessage(storage, session, { role: 'agent', agentId, delivery: 'pending' })
+        const otherSession = await createSession(storage, channel)
+        await insertMessage(storage, otherSession)
+
+        const history = (currentSequence: number, limit: number) =>
+          storage.messages.history({ sessionId: session.id, currentSequence, limit })
+        expect(await history(current.sequence, 10)).toEqual([first, sent, operator, failed, reply])
+        expect(await history(current.sequence, 2)).toEqual([failed, reply])
+        expect(await history(later.sequence, 3)).toEqual([failed, current, reply])
+        expect(await history(first.sequence, 10)).toEqual([sent, operator, failed, reply])
+        expect(await history(current.sequence, 0)).toEqual([])
+      })
+
+      it('sets the delivery of a message', async () => {
+        const reply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
+
+        await storage.messages.setDelivery({ id: reply.id, delivery: 'sent' })
+        expect(await storage.messages.get({ id: reply.id })).toEqual({ ...reply, delivery: 'sent' })
+        await storage.messages.setDelivery({ id: randomUUID(), delivery: 'failed' })
+      })
+
+      it('blocks the pending outgoing messages of the given roles in the session', async () => {
+        const pendingReply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
+        const pendingOperator = await insertMessage(storage, session, {
+          role: 'operator',
+          delivery: 'pending',
+        })
+        const sentReply = await insertMessage(storage, session, { role: 'agent', delivery: 'sent' })
+        const customer = await insertMessage(storage, session)
+        const otherSession = await createSession(storage, channel)
+        const elsewhere = await insertMessage(storage, otherSession, { role: 'agent', delivery: 'pending' })
+
+        expect(await storage.messages.blockPending({ sessionId: session.id, roles: ['agent'] })).toEqual([
+          pendingReply.id,
+        ])
+        expect((await storage.messages.get({ id: pendingReply.id }))?.delivery).toBe('blocked')
+        expect((await storage.messages.get({ id: pendingOperator.id }))?.delivery).toBe('pending')
+        expect((await storage.messages.get({ id: sentReply.id }))?.delivery).toBe('sent')
+        expect(await storage.messages.get({ id: customer.id })).toEqual(customer)
+        expect((await storage.messages.get({ id: elsewhere.id }))?.delivery).toBe('pending')
+
+        expect(
+          await storage.messages.blockPending({ sessionId: session.id, roles: ['agent', 'operator'] }),
+        ).toEqual([pendingOperator.id])
+        expect(
+          await storage.messages.blockPending({ sessionId: session.id, roles: ['agent', 'operator'] }),
+        ).toEqual([])
+      })
+    })
+
+    describe('outbox', () => {
+      let channel: Channel
+      let session: Session
+
+      beforeEach(async () => {
+        channel = await createChannel(storage, companyId)
+        session = await createSession(storage, channel)
+      })
+
+      const addReply = async (target: Session, availableAt: Date): Promise<Message> => {
+        const message = await insertMessage(storage, target, { role: 'agent', delivery: 'pending' })
+        await storage.outbox.add({
+          messageId: message.id,
+          sessionId: target.id,
+          companyId: target.companyId,
+          integrationId: target.integrationId,
+          availableAt,
+        })
+        return message
+      }
+
+      /** Claims whatever an earlier test or run left due, so only this test's messages are due. */
+      const drainDue = async (now: Date): Promise<void> => {
+        for (;;) {
+          const claimed = await storage.outbox.claimDue({
+            now,
+            limit: 100,
+            leaseMs: CENTURY,
+            leaseToken: randomUUID(),
+          })
+          if (claimed.length < 100) return
+        }
+      }
+
+      it('claims a waiting message once, until its lease runs out', async () => {
+        const message = await addReply(session, at())
+
+        const item = await storage.outbox.claim({
+          messageId: message.id,
+          now: at(),
+          leaseMs: 30_000,
+          leaseToken: 'first',
+        })
+        expect(item).toEqual({
+          messageId: message.id,
+          sessionId: session.id,
+          companyId,
+          integrationId: channel.integration.id,
+          attempts: 0,
+          leaseToken: 'first',
+        })
+        expect(
+          await storage.outbox.claim({
+            messageId: message.id,
+            now: at(29_999),
+            leaseMs: 30_000,
+            leaseToken: 'second',
+          }),
+        ).toBeNull()
+
+        const again = await storage.outbox.claim({
+          messageId: message.id,
+          now: at(30_001),
+          leaseMs: 30_000,
+          leaseToken: 'second',
+        })
+        expect(again?.leaseToken).toBe('second')
+        expect(await storage.outbox.remove({ messageId: message.id, leaseToken: 'first' })).toBe(false)
+        expect(await storage.outbox.remove({ messageId: message.id, leaseToken: 'second' })).toBe(true)
+        expect(
+          await storage.outbox.claim({
+            messageId: message.id,
+            now: at(HOUR),
+            leaseMs: 30_000,
+            leaseToken: 'third',
+          }),
+        ).toBeNull()
+      })
+
+      it('does not claim a message before its time, nor one that is not there', async () => {
+        const message = await addReply(session, at(5000))
+
+        expect(
+          await storage.outbox.claim({
+            messageId: message.id,
+            now: at(4999),
+            leaseMs: 1000,
+            leaseToken: 'a',
+          }),
+        ).toBeNull()
+        expect(
+          await storage.outbox.claim({
+            messageId: randomUUID(),
+            now: at(HOUR),
+            leaseMs: 1000,
+            leaseToken: 'a',
+          }),
+        ).toBeNull()
+        expect(
+          await storage.outbox.claim({
+            messageId: message.id,
+            now: at(5000),
+            leaseMs: 1000,
+            leaseToken: 'a',
+          }),
+        ).not.toBeNull()
+      })
+
+      it('refuses to add a message twice', async () => {
+        const message = await addReply(session, at())
+
+        await expect(
+          storage.outbox.add({
+            messageId: message.id,
+            sessionId: session.id,
+            companyId,
+            integrationId: channel.integration.id,
+            availableAt: at(),
+          }),
+        ).rejects.toThrow()
+      })
+
+      it('retries later with the attempts the worker counted', async () => {
+        const message = await addReply(session, at())
+        await storage.outbox.claim({
+          messageId: message.id,
+          now: at(),
+          leaseMs: 30_000,
+          leaseToken: 'worker',
+        })
+
+        expect(
+          await storage.outbox.retryLater({
+            messageId: message.id,
+            leaseToken: 'intruder',
+            attempts: 1,
+            availableAt: at(1000),
+          }),
+        ).toBe(false)
+        expect(
+          await storage.outbox.retryLater({
+            messageId: message.id,
+            leaseToken: 'worker',
+            attempts: 3,
+            availableAt: at(10_000),
+          }),
+        ).toBe(true)
+
+        expect(
+          await storage.outbox.claim({
+            messageId: message.id,
+            now: at(9999),
+            leaseMs: 1000,
+            leaseToken: 'next',
+          }),
+        ).toBeNull()
+        const retried = await storage.outbox.claim({
+          messageId: message.id,
+          now: at(10_000),
+          leaseMs: 1000,
+          leaseToken: 'next',
+        })
+        expect(retried).toMatchObject({ messageId: message.id, attempts: 3, leaseToken: 'next' })
+      })
+
+      it('claims due messages oldest first, up to the limit, skipping claimed and future ones', async () => {
+        const now = at(HOUR)
+        await drainDue(at(2 * HOUR))
+        const second = await addReply(session, at(HOUR - 2000))
+        const future = await addReply(session, at(HOUR + 1))
+        const first = await addReply(session, at(HOUR - 3000))
+        const third = await addReply(session, at(HOUR - 1000))
+        const claimed = await addReply(session, at(0))
+        await storage.outbox.claim({
+          messageId: claimed.id,
+          now: at(0),
+          leaseMs: 2 * HOUR,
+          leaseToken: 'busy',
+        })
+
+        const batch = await storage.outbox.claimDue({ now, limit: 2, leaseMs: 60_000, leaseToken: 'batch' })
+        expect(batch.map((item) => item.messageId)).toEqual([first.id, second.id])
+        expect(batch.every((item) => item.leaseToken === 'batch' && item.attempts === 0)).toBe(true)
+        const rest = await storage.outbox.claimDue({ now, limit: 10, leaseMs: 60_000, leaseToken: 'rest' })
+        expect(rest.map((item) => item.messageId)).toEqual([third.id])
+        expect(
+          await storage.outbox.claimDue({ now, limit: 10, leaseMs: 60_000, leaseToken: 'none' }),
+        ).toEqual([])
+
+        const later = await storage.outbox.claimDue({
+          now: at(HOUR + 1),
+          limit: 10,
+          leaseMs: 60_000,
+          leaseToken: 'later',
+        })
+        expect(later.map((item) => item.messageId)).toEqual([future.id])
+      })
+
+      it("removes a closed session's messages, claimed or not, and no other session's", async () => {
+        const waiting = await addReply(session, at())
+        const inFlight = await addReply(session, at())
+        await storage.outbox.claim({
+          messageId: inFlight.id,
+          now: at(),
+          leaseMs: 60_000,
+          leaseToken: 'sender',
+        })
+        const otherSession = await createSession(storage, channel)
+        const other = await addReply(otherSession, at())
+
+        const removed = await storage.outbox.removeForSession({ sessionId: session.id })
+        expect([...removed].sort()).toEqual([waiting.id, inFlight.id].sort())
+        expect(
+          await storage.outbox.claim({
+            messageId: waiting.id,
+            now: at(HOUR),
+            leaseMs: 1000,
+            leaseToken: 'x',
+          }),
+        ).toBeNull()
+        expect(await storage.outbox.remove({ messageId: inFlight.id, leaseToken: 'sender' })).toBe(false)
+        expect(
+          await storage.outbox.claim({ messageId: other.id, now: at(), leaseMs: 1000, leaseToken: 'x' }),
+        ).not.toBeNull()
+        expect(await storage.outbox.removeForSession({ sessionId: session.id })).toEqual([])
+      })
+    })
+
+    describe('transactions', () => {
+      it('returns what the function returns and commits its writes', async () => {
+        const result = await storage.transaction(async (tx) => {
+          const channel = await createChannel(tx, companyId)
+          const session = await createSession(tx, channel)
+          const message = await insertMessage(tx, session)
+          expect(await tx.sessions.get({ id: session.id })).toEqual(session)
+          expect(await tx.messages.list({ sessionId: session.id, limit: 10 })).toEqual([message])
+          return { channel, session, message }
+        })
+
+        expect(await storage.agents.get({ companyId, id: result.channel.agent.id })).toEqual(
+          result.channel.agent,
+        )
+        expect(await storage.integrations.get({ id: result.channel.integration.id })).toEqual(
+          result.channel.integration,
+        )
+        expect(await storage.sessions.get({ id: result.session.id })).toEqual(result.session)
+        expect(await storage.messages.get({ id: result.message.id })).toEqual(result.message)
+      })
+
+      it('sees what committed before it', async () => {
+        const agent = await createAgent(storage, companyId)
+
+        const seen = await storage.transaction((tx) => tx.agents.get({ companyId, id: agent.id }))
+        expect(seen).toEqual(agent)
+      })
+
+      it('leaves no trace of any write when the function throws', async () => {
+        const channel = await createChannel(storage, companyId)
+        const kept = await createAgent(storage, companyId)
+        const doomed = await createAgent(storage, companyId)
+        const session = await createSession(storage, channel)
+        const reply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
+        const queued = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
+        await storage.outbox.add({
+          messageId: queued.id,
+          sessionId: session.id,
+          companyId,
+          integrationId: channel.integration.id,
+          availableAt: at(),
+        })
+        const agentsBefore = await storage.agents.list({ companyId, limit: 100 })
+        const integrationsBefore = await storage.integrations.list({ companyId, limit: 100 })
+        const sessionsBefore = await storage.sessions.list({ companyId, limit: 100 })
+        const messagesBefore = await storage.messages.list({ sessionId: session.id, limit: 100 })
+        const pendingBefore = await storage.jobs.pending({})
+
+        const clientId = randomUUID()
+        const externalId = randomUUID()
+        const newMessageId = randomUUID()
+        const failure = expectedError()
+        let newSession: Session | undefined
+        let newAgent: Agent | undefined
+
+        await expect(
+          storage.transaction(async (tx) => {
+            newAgent = await createAgent(tx, companyId)
+            await createIntegration(tx, companyId, newAgent.id)
+            newSession = await createSession(tx, channel, { clientId })
+            const inbound = await insertMessage(tx, newSession, { id: newMessageId, externalId })
+            await tx.jobs.enqueue({
+              companyId,
+              sessionId: newSession.id,
+              messageId: inbound.id,
+              availableAt: at(),
+            })
+            const outgoing = await insertMessage(tx, newSession, { role: 'agent', delivery: 'pending' })
+            await tx.outbox.add({
+              messageId: outgoing.id,
+              sessionId: newSession.id,
+              companyId,
+              integrationId: channel.integration.id,
+              availableAt: at(),
+            })
+            await tx.agents.update({
+              companyId,
+              id: kept.id,
+              patch: { name: 'Changed', role: 'Changed' },
+              at: at(HOUR),
+            })
+            await tx.agents.delete({ companyId, id: doomed.id })
+            await tx.integrations.update({
+              companyId,
+              id: channel.integration.id,
+              patch: { active: false },
+              at: at(HOUR),
+            })
+            await tx.sessions.save({ ...session, state: 'closed' })
+            await tx.messages.setDelivery({ id: reply.id, delivery: 'sent' })
+            await tx.messages.blockPending({ sessionId: session.id, roles: ['agent'] })
+            await tx.outbox.claim({ messageId: queued.id, now: at(), leaseMs: HOUR, leaseToken: 'doomed' })
+            await tx.outbox.removeForSession({ sessionId: session.id })
+            throw failure
+          }),
+        ).rejects.toBe(failure)
+
+        expect(await storage.agents.list({ companyId, limit: 100 })).toEqual(agentsBefore)
+        expect(await storage.agents.get({ companyId, id: newAgent!.id })).toBeNull()
+        expect(await storage.integrations.list({ companyId, limit: 100 })).toEqual(integrationsBefore)
+        expect(await storage.sessions.list({ companyId, limit: 100 })).toEqual(sessionsBefore)
+        expect(await storage.sessions.get({ id: newSession!.id })).toBeNull()
+        expect(
+          await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId }),
+        ).toBeNull()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 100 })).toEqual(messagesBefore)
+        expect(await storage.messages.list({ sessionId: newSession!.id, limit: 100 })).toEqual([])
+        expect(await storage.messages.get({ id: newMessageId })).toBeNull()
+        expect(
+          await storage.messages.findByExternalId({ integrationId: channel.integration.id, externalId }),
+        ).toBeNull()
+        expect(await storage.jobs.pending({})).toBe(pendingBefore)
+        expect(await storage.jobs.pending({ sessionId: newSession!.id })).toBe(0)
+        const item = await storage.outbox.claim({
+          messageId: queued.id,
+          now: at(),
+          leaseMs: 1000,
+          leaseToken: 'after',
+        })
+        expect(item).toMatchObject({ messageId: queued.id, attempts: 0 })
+
+        // The unique keys the rolled-back writes took are free again.
+        const reopened = await createSession(storage, channel, { clientId })
+        const inbound = await insertMessage(storage, reopened, { id: newMessageId, externalId })
+        expect(
+          await storage.messages.findByExternalId({ integrationId: channel.integration.id, externalId }),
+        ).toEqual(inbound)
+      })
+
+      it('never shows a concurrent reader the writes of a transaction that rolls back', async () => {
+        let created: (agent: Agent) => void = () => {}
+        const agentCreated = new Promise<Agent>((resolve) => {
+          created = resolve
+        })
+        let release: () => void = () => {}
+        const released = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        const failure = expectedError()
+
+        const transaction = storage.transaction(async (tx) => {
+          created(await createAgent(tx, companyId))
+          await released
+          throw failure
+        })
+        const agent = await agentCreated
+        const read = storage.agents.get({ companyId, id: agent.id })
+        release()
+
+        await expect(transaction).rejects.toBe(failure)
+        expect(await read).toBeNull()
+        expect(await storage.agents.get({ companyId, id: agent.id })).toBeNull()
+      })
+
+      it('lands every one of 20 concurrent compare-and-set loops', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+
+        await Promise.all(
+          Array.from({ length: 20 }, async (_, index) => {
+            for (;;) {
+              const current = (await storage.sessions.get({ id: session.id }))!
+              const facts = { ...current.metadata.sharedContext.facts, [`fact${index}`]: String(index) }
+              const next = {
+                ...current,
+                metadata: {
+                  ...current.metadata,
+                  sharedContext: { ...current.metadata.sharedContext, facts },
+                },
+              }
+              if ((await storage.sessions.save(next)) !== null) return
+            }
+          }),
+        )
+
+        const final = (await storage.sessions.get({ id: session.id }))!
+        expect(Object.keys(final.metadata.sharedContext.facts)).toHaveLength(20)
+        expect(final.version).toBe(session.version + 20)
+      })
+
+      it('lands every one of 20 concurrent transactions that read, change and save a session', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+
+        await Promise.all(
+          Array.from({ length: 20 }, (_, index) =>
+            storage.transaction(async (tx) => {
+              for (;;) {
+                const current = (await tx.sessions.get({ id: session.id }))!
+                const journey = [
+                  ...current.metadata.sharedContext.journey,
+                  { step: `step ${index}`, at: at(index).toISOString() },
+                ]
+                const next = {
+                  ...current,
+                  metadata: {
+                    ...current.metadata,
+                    sharedContext: { ...current.metadata.sharedContext, journey },
+                  },
+                }
+                const saved = await tx.sessions.save(next)
+                if (saved !== null) {
+                  await insertMessage(tx, saved, { text: `turn ${index}` })
+                  return
+                }
+              }
+            }),
+          ),
+        )
+
+        const final = (await storage.sessions.get({ id: session.id }))!
+        expect(final.metadata.sharedContext.journey).toHaveLength(20)
+        expect(final.version).toBe(session.version + 20)
+        expect(await storage.messages.list({ sessionId: session.id, limit: 100 })).toHaveLength(20)
+      })
+    })
+  })
+}

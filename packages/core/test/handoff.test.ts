@@ -1,0 +1,241 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  type ConversationHarness,
+  createConversationHarness,
+  type HarnessAgent,
+  handoff,
+  reply,
+  toolCall,
+} from '../src/testing/index.js'
+
+let harness: ConversationHarness
+afterEach(async () => {
+  await harness.finish()
+})
+
+async function team(agents: Record<string, HarnessAgent>, options: { humanTransfer?: boolean } = {}) {
+  harness = await createConversationHarness({ agents, entry: 'reception', ...options })
+  return harness
+}
+
+const systemPromptOf = (agentKey: string, index = 0) =>
+  harness.model.requestsFor(harness.agent(agentKey), 'turn')[index]?.messages[0]?.content ?? ''
+
+describe('handoff_to_agent', () => {
+  it('transfers to an allowed target, which answers the same message with the SCC in its prompt', async () => {
+    await team({
+      reception: {
+        handoff: {
+          enabled: true,
+          allowedTargets: ['sales'],
+          handoffMessageTemplate: 'Connecting you to sales…',
+        },
+      },
+      sales: { systemPrompt: 'You sell.' },
+    })
+    const reception = harness.agent('reception')
+    const sales = harness.agent('sales')
+    harness.model.script(
+      reception,
+      toolCall('save_fact', { key: 'customer_name', value: 'Ann' }),
+      toolCall('append_journey', { step: 'asked about pricing' }),
+      handoff(sales, 'pricing question'),
+    )
+    harness.model.script(sales, reply('Hi Ann, the pro plan is 20 USD.'))
+    const customer = harness.customer()
+
+    await customer.says('Hi, I am Ann. What does pro cost?')
+
+    expect(await customer.activeAgent()).toBe('sales')
+    expect(customer.received().map((sent) => [sent.role, sent.text])).toEqual([
+      ['system', 'Connecting you to sales…'],
+      ['agent', 'Hi Ann, the pro plan is 20 USD.'],
+    ])
+    const session = await customer.session()
+    expect(session.metadata.sharedContext.facts).toEqual({ customer_name: 'Ann' })
+    expect(session.metadata.sharedContext.journey).toEqual([
+      { step: 'asked about pricing', at: harness.clock.now().toISOString() },
+    ])
+    expect(session.metadata.agentPath.at(-1)).toMatchObject({
+      agentId: sales,
+      via: 'handoff_tool',
+      reason: 'pricing question',
+    })
+    const prompt = systemPromptOf('sales')
+    expect(prompt).toContain('You sell.')
+    expect(prompt).toContain('## Shared context\ncustomer_name: Ann')
+    expect(prompt).toContain(`- ${harness.clock.now().toISOString()} asked about pricing`)
+    // The receiving agent answers the same customer message, without the caller's tool traffic.
+    const salesMessages = harness.model.requestsFor(sales, 'turn')[0]!.messages
+    expect(salesMessages.at(-1)).toEqual({ role: 'user', content: 'Hi, I am Ann. What does pro cost?' })
+    expect(salesMessages.some((message) => message.role === 'tool')).toBe(false)
+  })
+
+  it('rejects a target outside allowedTargets: the caller keeps the turn and learns why', async () => {
+    await team({
+      reception: { handoff: { enabled: true, allowedTargets: ['sales'] } },
+      sales: {},
+      finance: {},
+    })
+    const reception = harness.agent('reception')
+    harness.model.script(reception, handoff(harness.agent('finance')), reply('I can help you myself.'))
+    const rejected: unknown[] = []
+    harness.switchboard.events.on('handoff-rejected', (event) => rejected.push(event))
+    const customer = harness.customer()
+
+    await customer.says('refund?')
+
+    expect(await customer.activeAgent()).toBe('reception')
+    expect(customer.replies()).toEqual(['I can help you myself.'])
+    const session = await customer.session()
+    expect(session.metadata.errors).toEqual([
+      expect.objectContaining({ code: 'HANDOFF_NOT_ALLOWED', agentId: reception }),
+    ])
+    expect(session.metadata.agentPath).toHaveLength(1)
+    const second = harness.model.requestsFor(reception, 'turn')[1]!.messages
+    expect(second.at(-1)).toMatchObject({
+      role: 'tool',
+      content: expect.stringContaining('not in allowedTargets'),
+    })
+    expect(rejected).toHaveLength(1)
+  })
+
+  it('rejects every handoff while handoff is disabled (the default)', async () => {
+    await team({ reception: {}, sales: {} })
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('sales')), reply('staying'))
+    const customer = harness.customer()
+    await customer.says('hi')
+    expect(await customer.activeAgent()).toBe('reception')
+    expect((await customer.session()).metadata.errors[0]?.code).toBe('HANDOFF_NOT_ALLOWED')
+  })
+
+  it.each([
+    ['announce on with a template', true, 'One moment, please.', ['One moment, please.']],
+    ['announce off', false, 'One moment, please.', []],
+    ['an empty template', true, '', []],
+  ])('%s', async (_name, announceHandoff, handoffMessageTemplate, expected) => {
+    await team({
+      reception: {
+        handoff: { enabled: true, allowedTargets: ['sales'], announceHandoff, handoffMessageTemplate },
+      },
+      sales: {},
+    })
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('sales')))
+    harness.model.script(harness.agent('sales'), reply('sales here'))
+    const customer = harness.customer()
+    await customer.says('hi')
+    expect(
+      customer
+        .received()
+        .filter((sent) => sent.role === 'system')
+        .map((sent) => sent.text),
+    ).toEqual(expected)
+    expect(customer.replies()).toEqual(['sales here'])
+  })
+
+  it.each([5, 50])('gives the receiving agent the caller history window of %i', async (depth) => {
+    await team({
+      reception: { handoff: { enabled: true, allowedTargets: ['sales'], messageHistoryDepth: depth } },
+      sales: { handoff: { messageHistoryDepth: 5 } },
+    })
+    const reception = harness.agent('reception')
+    const customer = harness.customer()
+    for (let index = 0; index < 30; index += 1) {
+      harness.model.script(reception, reply(`answer ${index}`))
+      await customer.says(`question ${index}`)
+    }
+    harness.model.script(reception, handoff(harness.agent('sales')))
+    harness.model.script(harness.agent('sales'), reply('sales'))
+    await customer.says('the current message')
+
+    const [salesRequest] = harness.model.requestsFor(harness.agent('sales'), 'turn')
+    const history = salesRequest!.messages.slice(1, -1)
+    expect(history).toHaveLength(Math.min(depth, 60))
+    expect(history.at(-1)).toEqual({ role: 'assistant', content: 'answer 29' })
+    expect(salesRequest!.messages.at(-1)).toEqual({ role: 'user', content: 'the current message' })
+    // An ordinary turn of the caller uses its own window too, the current message not counted.
+    const lastReceptionTurn = harness.model.requestsFor(reception, 'turn').at(-1)!
+    expect(lastReceptionTurn.messages.slice(1, -1)).toHaveLength(Math.min(depth, 60))
+  })
+
+  it('allows at most 5 handoffs per customer message; the 6th is rejected', async () => {
+    const names = ['reception', 'b', 'c', 'd', 'e', 'f', 'g']
+    const agents: Record<string, HarnessAgent> = {}
+    for (const [index, name] of names.entries()) {
+      agents[name] = { handoff: { enabled: true, allowedTargets: [names[index + 1] ?? 'reception'] } }
+    }
+    await team(agents)
+    for (const [index, name] of names.slice(0, 5).entries()) {
+      harness.model.script(harness.agent(name), handoff(harness.agent(names[index + 1]!)))
+    }
+    harness.model.script(harness.agent('f'), handoff(harness.agent('g')), reply('f answers'))
+    const customer = harness.customer()
+    await customer.says('pass it on')
+    expect(await customer.activeAgent()).toBe('f')
+    expect(customer.replies()).toEqual(['f answers'])
+    const session = await customer.session()
+    expect(session.metadata.agentPath.filter((entry) => entry.via === 'handoff_tool')).toHaveLength(5)
+    expect(session.metadata.errors.map((error) => error.code)).toEqual(['HANDOFF_NOT_ALLOWED'])
+  })
+})
+
+describe('transfer to a human', () => {
+  const humanTeam = {
+    reception: {
+      handoff: {
+        enabled: true,
+        allowedTargets: ['humans'],
+        handoffMessageTemplate: 'A colleague will take over.',
+        msgplatform: { targetGroupId: 7, sendSystemMessage: false },
+      },
+    },
+    humans: { kind: 'human' as const },
+  }
+
+  it('announces, then transfers and pauses; the human agent is active', async () => {
+    await team(humanTeam, { humanTransfer: true })
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('humans'), 'wants a person'))
+    const customer = harness.customer()
+    await customer.says('I want to talk to a person')
+
+    const session = await customer.session()
+    expect(session.state).toBe('paused')
+    expect(session.pauseState?.pausedAt).toBeDefined()
+    expect(await customer.activeAgent()).toBe('humans')
+    expect(customer.received().map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+    expect(harness.connector.transfers).toEqual([
+      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
+    ])
+
+    // While a human is active and the session paused, nothing answers.
+    await customer.says('hello?')
+    expect(harness.model.requests).toHaveLength(1)
+  })
+
+  it('pauses even when the transfer fails, recording why', async () => {
+    await team(humanTeam, { humanTransfer: true })
+    harness.connector.failNextTransfer('platform answered 503')
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('humans')))
+    const customer = harness.customer()
+    await customer.says('person please')
+    const session = await customer.session()
+    expect(session.state).toBe('paused')
+    expect(session.pauseState?.reason).toContain('platform answered 503')
+  })
+
+  it('records HUMAN_TRANSFER_UNSUPPORTED on a channel without human transfer; the caller keeps the turn', async () => {
+    await team(humanTeam, { humanTransfer: false })
+    harness.model.script(
+      harness.agent('reception'),
+      handoff(harness.agent('humans')),
+      reply('I will stay with you.'),
+    )
+    const customer = harness.customer()
+    await customer.says('person please')
+    const session = await customer.session()
+    expect(session.state).toBe('ongoing')
+    expect(await customer.activeAgent()).toBe('reception')
+    expect(session.metadata.errors.map((error) => error.code)).toEqual(['HUMAN_TRANSFER_UNSUPPORTED'])
+    expect(customer.replies()).toEqual(['I will stay with you.'])
+  })
+})

@@ -1,0 +1,130 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { type ConversationHarness, createConversationHarness, reply, toolCall } from '../src/testing/index.js'
+
+let harness: ConversationHarness
+afterEach(async () => {
+  await harness.finish()
+})
+
+describe('the runtime', () => {
+  it('stores a repeated external message id once and answers it once', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('once'))
+    const customer = harness.customer()
+    const first = await customer.says('hi', { externalId: 'platform-1' })
+    const again = await customer.says('hi', { externalId: 'platform-1' })
+    const concurrent = await Promise.all(
+      [1, 2, 3].map(() => customer.sends('hi', { externalId: 'platform-1' })),
+    )
+    await harness.switchboard.idle()
+    expect(first.duplicate).toBe(false)
+    expect(again).toMatchObject({ duplicate: true, message: { id: first.message.id } })
+    expect(concurrent.every((result) => result.duplicate)).toBe(true)
+    expect(await customer.messages()).toHaveLength(2)
+    expect(customer.replies()).toEqual(['once'])
+  })
+
+  it('processes two concurrent messages of one session in order, losing no SCC update', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const solo = harness.agent('solo')
+    harness.model.script(
+      solo,
+      toolCall('save_fact', { key: 'first', value: '1' }),
+      reply('answer one'),
+      toolCall('save_fact', { key: 'second', value: '2' }),
+      reply('answer two'),
+    )
+    const customer = harness.customer()
+    await Promise.all([customer.sends('one'), customer.sends('two')])
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual(['answer one', 'answer two'])
+    expect(await customer.facts()).toEqual({ first: '1', second: '2' })
+    // The second turn saw the first one's exchange in its history.
+    const secondTurn = harness.model.requestsFor(solo, 'turn')[2]!
+    expect(secondTurn.messages.slice(1)).toEqual([
+      { role: 'user', content: 'one' },
+      { role: 'assistant', content: 'answer one' },
+      { role: 'user', content: 'two' },
+    ])
+  })
+
+  it('answers 200 sessions in parallel, each exactly once', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const solo = harness.agent('solo')
+    for (let index = 0; index < 200; index += 1) harness.model.script(solo, reply('hello'))
+    const customers = Array.from({ length: 200 }, (_, index) => harness.customer(`customer-${index}`))
+    await Promise.all(customers.map((customer) => customer.sends('hi')))
+    await harness.switchboard.idle()
+    for (const customer of customers) expect(customer.replies()).toEqual(['hello'])
+    expect(harness.connector.sent).toHaveLength(200)
+    expect(await harness.storage.jobs.pending({})).toBe(0)
+  })
+
+  it('retries a failing delivery after 1 and 2 s and delivers it once', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('eventually'))
+    harness.connector.failNextSends(2)
+    const customer = harness.customer()
+    await customer.says('hi')
+    expect(customer.replies()).toEqual([])
+    await harness.clock.advance(999)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual([])
+    await harness.clock.advance(1)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual([])
+    await harness.clock.advance(2000)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual(['eventually'])
+    const [, agentMessage] = await customer.messages()
+    expect(agentMessage?.delivery).toBe('sent')
+  })
+
+  it('gives up after 5 tries: delivery failed and a delivery-failed event', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('lost'))
+    harness.connector.failNextSends(10)
+    const failures: unknown[] = []
+    harness.switchboard.events.on('delivery-failed', (event) => failures.push(event))
+    const customer = harness.customer()
+    await customer.says('hi')
+    for (const delay of [1000, 2000, 4000, 8000]) {
+      expect(failures).toHaveLength(0)
+      await harness.clock.advance(delay)
+      await harness.switchboard.idle()
+    }
+    expect(failures).toHaveLength(1)
+    const [, agentMessage] = await customer.messages()
+    expect(agentMessage?.delivery).toBe('failed')
+    await harness.clock.advance(60_000)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual([])
+  })
+
+  it('does not retry a delivery the channel refused for good', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('refused'))
+    harness.connector.failNextSends(1, { retryable: false })
+    const customer = harness.customer()
+    await customer.says('hi')
+    const [, agentMessage] = await customer.messages()
+    expect(agentMessage?.delivery).toBe('failed')
+  })
+
+  it('drains a running turn on stop, then takes no new work', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('before stop'))
+    const customer = harness.customer()
+    const stopped = new Promise<void>((resolve) => {
+      harness.switchboard.events.once('turn-started', () => {
+        void harness.switchboard.stop().then(resolve)
+      })
+    })
+    await customer.sends('hi')
+    await stopped
+    expect(customer.replies()).toEqual(['before stop'])
+    // Ingest still stores durably after stop; the job waits for a running process.
+    await customer.sends('after stop')
+    expect(await harness.storage.jobs.pending({})).toBe(1)
+  })
+})

@@ -1,0 +1,158 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import { defineTool } from '../src/index.js'
+import {
+  type ConversationHarness,
+  createConversationHarness,
+  fail,
+  reply,
+  toolCall,
+} from '../src/testing/index.js'
+
+let harness: ConversationHarness
+afterEach(async () => {
+  await harness.finish()
+})
+
+describe('an agent turn', () => {
+  it('sends the prompt layout of CONTRACT §10 with the three built-in tools', async () => {
+    harness = await createConversationHarness({
+      agents: {
+        support: {
+          systemPrompt: 'You are the support agent.',
+          knowledge: [
+            'Returns are accepted within 30 days.\n\nShipping takes 3 days.\n\nOur office is in Lisbon.',
+          ],
+        },
+      },
+      entry: 'support',
+    })
+    const support = harness.agent('support')
+    harness.model.script(support, reply('first answer'), reply('Returns: 30 days.'))
+    const customer = harness.customer()
+    await customer.says('hello there')
+    await customer.says('Can I make returns after 20 days?')
+
+    const request = harness.model.requestsFor(support, 'turn')[1]!
+    expect(request.model).toBe('gpt-4o-mini')
+    expect(request.tools?.map((tool) => tool.name)).toEqual([
+      'save_fact',
+      'append_journey',
+      'handoff_to_agent',
+    ])
+    expect(request.tools?.[2]?.parameters).toMatchObject({
+      properties: { targetAgentId: { type: 'integer' }, reason: { type: 'string' } },
+      required: ['targetAgentId'],
+    })
+    expect(request.messages).toEqual([
+      {
+        role: 'system',
+        content:
+          'You are the support agent.\n\n## Shared context\n(empty)\n\n## Knowledge\nReturns are accepted within 30 days.\n\nShipping takes 3 days.',
+      },
+      { role: 'user', content: 'hello there' },
+      { role: 'assistant', content: 'first answer' },
+      { role: 'user', content: 'Can I make returns after 20 days?' },
+    ])
+  })
+
+  it('reports malformed tool arguments back to the model instead of failing', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const solo = harness.agent('solo')
+    harness.model.script(
+      solo,
+      toolCall('save_fact', '{"key": "plan", "value": '),
+      toolCall('save_fact', { key: 42 }),
+      toolCall('no_such_tool', {}),
+      reply('Noted.'),
+    )
+    const customer = harness.customer()
+    await customer.says('I am on the pro plan')
+    expect(customer.replies()).toEqual(['Noted.'])
+    const toolResults = harness.model
+      .requestsFor(solo, 'turn')[3]!
+      .messages.filter((message) => message.role === 'tool')
+      .map((message) => message.content)
+    expect(toolResults).toEqual([
+      'Error: arguments are not valid JSON',
+      expect.stringContaining('Error: invalid arguments: key'),
+      'Error: there is no tool named "no_such_tool"',
+    ])
+    expect(await customer.facts()).toEqual({})
+  })
+
+  it('runs the app tools it registered, with zod-checked arguments', async () => {
+    const lookups: string[] = []
+    const lookupOrder = defineTool({
+      name: 'lookup_order',
+      description: 'Find an order by its number.',
+      parameters: z.object({ orderNumber: z.string().regex(/^\d+$/) }),
+      execute: ({ orderNumber }, context) => {
+        lookups.push(`${orderNumber}@${context.agentId}`)
+        return { status: 'shipped' }
+      },
+    })
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [lookupOrder] })
+    const solo = harness.agent('solo')
+    harness.model.script(
+      solo,
+      toolCall('lookup_order', { orderNumber: 'abc' }),
+      toolCall('lookup_order', { orderNumber: '123' }),
+      reply('Your order has shipped.'),
+    )
+    await harness.customer().says('where is order 123?')
+    const requests = harness.model.requestsFor(solo, 'turn')
+    expect(requests[0]!.tools?.map((tool) => tool.name)).toContain('lookup_order')
+    const results = requests[2]!.messages
+      .filter((message) => message.role === 'tool')
+      .map((message) => message.content)
+    expect(results).toEqual([expect.stringContaining('orderNumber'), '{"status":"shipped"}'])
+    expect(lookups).toEqual([`123@${solo}`])
+  })
+
+  it('stops after 8 model calls with TOOL_LOOP_LIMIT and no reply', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const solo = harness.agent('solo')
+    for (let index = 0; index < 8; index += 1) {
+      harness.model.script(solo, toolCall('append_journey', { step: `step ${index}` }))
+    }
+    const customer = harness.customer()
+    await customer.says('loop forever')
+    expect(harness.model.requests).toHaveLength(8)
+    expect(customer.replies()).toEqual([])
+    expect((await customer.session()).metadata.errors.map((error) => error.code)).toEqual(['TOOL_LOOP_LIMIT'])
+  })
+
+  it('sends the fallback reply once when the model fails, and records MODEL_UNAVAILABLE', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), fail('upstream 503'))
+    const customer = harness.customer()
+    await customer.says('hello')
+    expect(customer.replies()).toEqual(["Sorry, I can't answer right now. Please try again shortly."])
+    const session = await customer.session()
+    expect(session.metadata.errors).toEqual([
+      expect.objectContaining({
+        code: 'MODEL_UNAVAILABLE',
+        message: expect.stringContaining('upstream 503'),
+      }),
+    ])
+    expect(await harness.storage.jobs.pending({ sessionId: session.id })).toBe(0)
+  })
+
+  it('sends nothing on model failure when fallbackReply is null', async () => {
+    harness = await createConversationHarness({ agents: { solo: { fallbackReply: null } }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), fail())
+    const customer = harness.customer()
+    await customer.says('hello')
+    expect(customer.received()).toEqual([])
+  })
+
+  it('an empty final text is no reply', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('   '))
+    const customer = harness.customer()
+    await customer.says('hello')
+    expect(customer.received()).toEqual([])
+    expect((await customer.messages()).map((message) => message.role)).toEqual(['customer'])
+  })
+})
