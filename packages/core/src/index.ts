@@ -1,5 +1,20 @@
+export type { AccountSettings } from './accounts/account-settings.js'
+export { DEFAULT_ACCOUNT_SETTINGS } from './accounts/account-settings.js'
+export type { Accounts, CreateAccountsOptions, SessionTokens } from './accounts/create-accounts.js'
+export { createAccounts } from './accounts/create-accounts.js'
+export type { Principal } from './accounts/principal.js'
+export { API_TOKEN_PREFIX } from './accounts/secret-tokens.js'
 export { buildSystemPrompt } from './agent/build-prompt.js'
 export { MAX_MODEL_CALLS_PER_MESSAGE } from './agent/run-turn.js'
+export type { AgentService, AgentServiceOptions } from './agents/agent-service.js'
+export { createAgentService } from './agents/agent-service.js'
+export type { Billing, CreateBillingOptions } from './billing/create-billing.js'
+export { createBilling } from './billing/create-billing.js'
+export {
+  DEFAULT_PIPELINE_NAME,
+  DEFAULT_PIPELINE_STAGES,
+  FREE_CREDITS_USD,
+} from './billing/new-company-defaults.js'
 export type {
   Agent,
   AgentInput,
@@ -21,6 +36,7 @@ export {
 export type { AgentPathEntry, AgentPathVia } from './domain/agent-path.js'
 export type { ErrorCode, SessionErrorCode, SwitchboardError } from './domain/errors.js'
 export { ConfigError, ERROR_CODES, SESSION_ERROR_CODES, switchboardError } from './domain/errors.js'
+export type { FieldProblem } from './domain/parse-input.js'
 export type {
   Customer,
   Delivery,
@@ -34,10 +50,30 @@ export type {
   SessionMetadata,
   SessionState,
 } from './domain/session.js'
+export { EXTERNAL_REFERENCE_MAX, PAUSE_REASON_MAX, RESUME_NOTE_MAX } from './domain/session.js'
 export type { SessionCommand } from './domain/session-state-machine.js'
 export { transition } from './domain/session-state-machine.js'
 export type { JourneyStep, SharedContext } from './domain/shared-context.js'
+export type { WebhookOutcome } from './domain/webhook-log.js'
+export { WEBHOOK_LOGS_KEPT_PER_INTEGRATION, WEBHOOK_OUTCOMES } from './domain/webhook-log.js'
 export { MAX_HANDOFFS_PER_MESSAGE } from './handoff/decide-handoff.js'
+export type { IntegrationInput, IntegrationPatchInput } from './integrations/integration-schemas.js'
+export {
+  integrationInputSchema,
+  integrationPatchSchema,
+  MIN_WEBHOOK_SECRET_LENGTH,
+} from './integrations/integration-schemas.js'
+export type {
+  CreatedIntegration,
+  IntegrationService,
+  IntegrationServiceOptions,
+  IntegrationView,
+} from './integrations/integration-service.js'
+export {
+  createIntegrationService,
+  integrationUrl,
+  STATUS_HOOK_EVENTS,
+} from './integrations/integration-service.js'
 export { createMemoryKnowledgeIndex } from './knowledge/memory-knowledge-index.js'
 export { splitPassages } from './knowledge/split-passages.js'
 export { contentWords } from './knowledge/text-words.js'
@@ -45,9 +81,17 @@ export type { MemoryEventBusOptions } from './memory/memory-event-bus.js'
 export { createMemoryEventBus } from './memory/memory-event-bus.js'
 export { createMemoryStorage } from './memory/memory-storage.js'
 export { createOfflineProvider } from './offline/offline-provider.js'
+export type { AccessTokenClaims, PasswordHasher, TokenSigner } from './ports/accounts.js'
 export type { Clock, IdGenerator } from './ports/clock.js'
-export type { Connector, HumanTransferOutcome, HumanTransferRequest, SendOutcome } from './ports/connector.js'
-export { supportsHumanTransfer } from './ports/connector.js'
+export type {
+  Connector,
+  HumanTransferOutcome,
+  HumanTransferRequest,
+  SendOutcome,
+  StatusHooksOutcome,
+  StatusHooksRequest,
+} from './ports/connector.js'
+export { supportsHumanTransfer, supportsStatusHooks } from './ports/connector.js'
 export type { EventBus } from './ports/event-bus.js'
 export type { KnowledgeDocumentInput, KnowledgeIndex } from './ports/knowledge-index.js'
 export type {
@@ -66,23 +110,41 @@ export type {
 export { supportsClassify } from './ports/llm-provider.js'
 export type {
   AgentRepository,
+  ApiToken,
+  ApiTokenRepository,
+  BillingRepository,
+  Company,
+  CompanyRepository,
   Integration,
   IntegrationPatch,
   IntegrationRepository,
   JobLease,
   JobQueue,
+  LoginFailureRepository,
   MessageRepository,
   NewAgent,
   NewIntegration,
   NewMessage,
+  NewUsageRecord,
+  NewWebhookLog,
   OutboxItem,
   OutboxRepository,
   Page,
   PageRequest,
+  Pipeline,
+  PipelineRepository,
+  PipelineStage,
+  RefreshToken,
+  RefreshTokenRepository,
   Repositories,
   SessionRepository,
   Storage,
   StorageKind,
+  UsageRecord,
+  User,
+  UserRepository,
+  WebhookLog,
+  WebhookLogRepository,
 } from './ports/storage.js'
 export { ROUTE_DECISION_FORMAT } from './routing/classify.js'
 export type { Switchboard, SwitchboardOptions } from './runtime/create-switchboard.js'

@@ -36,7 +36,12 @@ it('answers a customer from the knowledge base with the offline model', async ()
     at: new Date(),
   })
 
-  const switchboard = createSwitchboard({ storage, knowledge, model: createOfflineProvider(), connectors: [channel] })
+  const switchboard = createSwitchboard({
+    storage,
+    knowledge,
+    model: createOfflineProvider(),
+    connectors: [channel],
+  })
   await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'Can I make returns?' })
   await switchboard.idle()
   expect(channel.sent.map((message) => message.text)).toEqual(['Returns are free within 30 days.'])

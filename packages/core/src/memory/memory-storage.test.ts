@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { describe, expect, it, vi } from 'vitest'
 import { runJobQueueConformance } from '../testing/conformance/job-queue-conformance.js'
 import { runStorageConformance } from '../testing/conformance/storage-conformance.js'
@@ -20,6 +21,62 @@ describe('memory storage', () => {
     expect(storage.kind).toBe('memory')
     expect(channel.agent.id).toBe(1)
     expect(channel.integration.id).toBe('1')
+  })
+
+  it('numbers companies from 1 and pipelines and their stages from "1"', async () => {
+    const storage = createMemoryStorage()
+    const first = await storage.companies.create({ companyName: 'First', publicId: randomUUID(), at: at() })
+    const second = await storage.companies.create({ companyName: 'Second', publicId: randomUUID(), at: at() })
+    const pipeline = await storage.pipelines.create({
+      companyId: first.id,
+      name: 'Sales',
+      isDefault: true,
+      stages: ['New', 'Won'],
+      at: at(),
+    })
+
+    expect([first.id, second.id]).toEqual([1, 2])
+    expect(pipeline.id).toBe('1')
+    expect(pipeline.stages.map((stage) => stage.id)).toEqual(['1', '2'])
+  })
+
+  it('refuses a second company with the same public id', async () => {
+    const storage = createMemoryStorage()
+    const publicId = randomUUID()
+    await storage.companies.create({ companyName: 'First', publicId, at: at() })
+
+    await expect(storage.companies.create({ companyName: 'Copy', publicId, at: at() })).rejects.toThrow()
+  })
+
+  it('hands out deeply frozen account records', async () => {
+    const storage = createMemoryStorage()
+    const company = await storage.companies.create({ companyName: 'Acme', publicId: randomUUID(), at: at() })
+    const user = await storage.users.create({
+      id: randomUUID(),
+      email: 'ada@example.com',
+      companyId: company.id,
+      passwordHash: 'hash',
+      at: at(),
+    })
+    const pipeline = await storage.pipelines.create({
+      companyId: company.id,
+      name: 'Sales',
+      isDefault: true,
+      stages: ['New'],
+      at: at(),
+    })
+    const usage = await storage.billing.recordUsage({
+      id: randomUUID(),
+      companyId: company.id,
+      sessionId: randomUUID(),
+      model: 'gpt-4o-mini',
+      inputTokens: 1,
+      outputTokens: 1,
+      costUsd: 0.01,
+      at: at(),
+    })
+
+    for (const record of [company, user, pipeline, usage]) expect(isDeepFrozen(record)).toBe(true)
   })
 
   it('hands out deeply frozen records', async () => {

@@ -1,5 +1,8 @@
 import type { Repositories, Storage } from '../ports/storage.js'
 import { type AgentTable, createAgentRepository, createAgentTable } from './agent-repository.js'
+import { type ApiTokenTable, createApiTokenRepository, createApiTokenTable } from './api-token-repository.js'
+import { type BillingTable, createBillingRepository, createBillingTable } from './billing-repository.js'
+import { type CompanyTable, createCompanyRepository, createCompanyTable } from './company-repository.js'
 import {
   createIntegrationRepository,
   createIntegrationTable,
@@ -12,11 +15,33 @@ import {
   createJobTable,
   type JobTable,
 } from './job-queue.js'
+import {
+  createKnowledgeDocumentRepository,
+  createKnowledgeDocumentTable,
+  type KnowledgeDocumentTable,
+} from './knowledge-document-repository.js'
+import {
+  createLoginFailureRepository,
+  createLoginFailureTable,
+  type LoginFailureTable,
+} from './login-failure-repository.js'
 import { createMessageRepository, createMessageTable, type MessageTable } from './message-repository.js'
 import { createMutex } from './mutex.js'
 import { createOutboxRepository, createOutboxTable, type OutboxTable } from './outbox-repository.js'
+import { createPipelineRepository, createPipelineTable, type PipelineTable } from './pipeline-repository.js'
+import {
+  createRefreshTokenRepository,
+  createRefreshTokenTable,
+  type RefreshTokenTable,
+} from './refresh-token-repository.js'
 import { createSessionRepository, createSessionTable, type SessionTable } from './session-repository.js'
 import { createJournal, type Statement, transactionStatement } from './undo-log.js'
+import { createUserRepository, createUserTable, type UserTable } from './user-repository.js'
+import {
+  createWebhookLogRepository,
+  createWebhookLogTable,
+  type WebhookLogTable,
+} from './webhook-log-repository.js'
 
 interface Tables {
   readonly agents: AgentTable
@@ -25,6 +50,15 @@ interface Tables {
   readonly messages: MessageTable
   readonly outbox: OutboxTable
   readonly jobs: JobTable
+  readonly companies: CompanyTable
+  readonly users: UserTable
+  readonly refreshTokens: RefreshTokenTable
+  readonly apiTokens: ApiTokenTable
+  readonly billing: BillingTable
+  readonly pipelines: PipelineTable
+  readonly loginFailures: LoginFailureTable
+  readonly webhookLogs: WebhookLogTable
+  readonly knowledgeDocuments: KnowledgeDocumentTable
 }
 
 function createRepositories(
@@ -39,6 +73,18 @@ function createRepositories(
     messages: createMessageRepository({ messages: tables.messages, statement }),
     outbox: createOutboxRepository({ outbox: tables.outbox, statement }),
     jobs: createJobQueue({ jobs: tables.jobs, listeners, statement }),
+    companies: createCompanyRepository({ companies: tables.companies, statement }),
+    users: createUserRepository({ users: tables.users, statement }),
+    refreshTokens: createRefreshTokenRepository({ refreshTokens: tables.refreshTokens, statement }),
+    apiTokens: createApiTokenRepository({ apiTokens: tables.apiTokens, statement }),
+    billing: createBillingRepository({ billing: tables.billing, statement }),
+    pipelines: createPipelineRepository({ pipelines: tables.pipelines, statement }),
+    loginFailures: createLoginFailureRepository({ loginFailures: tables.loginFailures, statement }),
+    webhookLogs: createWebhookLogRepository({ webhookLogs: tables.webhookLogs, statement }),
+    knowledgeDocuments: createKnowledgeDocumentRepository({
+      documents: tables.knowledgeDocuments,
+      statement,
+    }),
   }
 }
 
@@ -57,6 +103,15 @@ export function createMemoryStorage(): Storage {
     messages: createMessageTable(),
     outbox: createOutboxTable(),
     jobs: createJobTable(),
+    companies: createCompanyTable(),
+    users: createUserTable(),
+    refreshTokens: createRefreshTokenTable(),
+    apiTokens: createApiTokenTable(),
+    billing: createBillingTable(),
+    pipelines: createPipelineTable(),
+    loginFailures: createLoginFailureTable(),
+    webhookLogs: createWebhookLogTable(),
+    knowledgeDocuments: createKnowledgeDocumentTable(),
   }
   const listeners = createAvailabilityListeners()
   const mutex = createMutex()

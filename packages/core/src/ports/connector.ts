@@ -18,6 +18,14 @@ export type HumanTransferOutcome =
   | { readonly ok: true; readonly externalReference?: string }
   | { readonly ok: false; readonly error: string }
 
+export interface StatusHooksRequest {
+  readonly integration: Integration
+  readonly url: string
+  readonly events: readonly string[]
+}
+
+export type StatusHooksOutcome = { readonly ok: true } | { readonly ok: false; readonly error: string }
+
 /**
  * A messaging channel. `send` delivers one outgoing message of a session; the channel's optional
  * abilities are optional methods, checked with the `supports…` guards.
@@ -27,10 +35,18 @@ export interface Connector {
   readonly type: string
   send(options: { integration: Integration; session: Session; message: Message }): Promise<SendOutcome>
   transferToHuman?(request: HumanTransferRequest): Promise<HumanTransferOutcome>
+  /** Asks the platform to send the named status events of the integration's dialogs to `url`. */
+  registerStatusHooks?(options: StatusHooksRequest): Promise<StatusHooksOutcome>
 }
 
 export function supportsHumanTransfer(
   connector: Connector,
 ): connector is Connector & Required<Pick<Connector, 'transferToHuman'>> {
   return typeof connector.transferToHuman === 'function'
+}
+
+export function supportsStatusHooks(
+  connector: Connector,
+): connector is Connector & Required<Pick<Connector, 'registerStatusHooks'>> {
+  return typeof connector.registerStatusHooks === 'function'
 }

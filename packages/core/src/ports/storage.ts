@@ -1,5 +1,6 @@
 import type { Agent, AgentPatch } from '../domain/agent.js'
 import type { Delivery, Message, MessageRole, Session, SessionState } from '../domain/session.js'
+import type { WebhookOutcome } from '../domain/webhook-log.js'
 
 export interface Page<T> {
   readonly items: T[]
@@ -186,6 +187,231 @@ export interface JobQueue {
   onAvailable(listener: () => void): () => void
 }
 
+export interface Company {
+  /** Internal number, from a sequence. */
+  readonly id: number
+  /** Public UUID. */
+  readonly companyId: string
+  readonly companyName: string
+  readonly createdAt: string
+}
+
+export interface CompanyRepository {
+  create(options: { companyName: string; publicId: string; at: Date }): Promise<Company>
+  get(options: { id: number }): Promise<Company | null>
+}
+
+export interface User {
+  readonly id: string
+  /** As given at registration; compared case-insensitively. */
+  readonly email: string
+  readonly companyId: number
+  readonly passwordHash: string
+  readonly createdAt: string
+}
+
+export interface UserRepository {
+  /** Throws when a user with the same email, compared case-insensitively, or the same id exists. */
+  create(options: {
+    id: string
+    email: string
+    companyId: number
+    passwordHash: string
+    at: Date
+  }): Promise<User>
+  /** Case-insensitive. */
+  findByEmail(options: { email: string }): Promise<User | null>
+  get(options: { id: string }): Promise<User | null>
+}
+
+export interface RefreshToken {
+  readonly id: string
+  /** Only the hash of the secret is kept. */
+  readonly tokenHash: string
+  readonly userId: string
+  readonly companyId: number
+  /** Every token refreshed from one login shares it, so a theft revokes the whole chain. */
+  readonly loginId: string
+  readonly expiresAt: string
+  readonly usedAt?: string
+  readonly revokedAt?: string
+  readonly createdAt: string
+}
+
+export interface RefreshTokenRepository {
+  /** Throws on a repeated id or token hash. */
+  create(options: {
+    id: string
+    tokenHash: string
+    userId: string
+    companyId: number
+    loginId: string
+    expiresAt: Date
+    at: Date
+  }): Promise<RefreshToken>
+  findByHash(options: { tokenHash: string }): Promise<RefreshToken | null>
+  /**
+   * Compare-and-set: records the use and answers true only for the one caller that finds the
+   * token neither used nor revoked (`UPDATE … SET used_at = $2 WHERE id = $1 AND used_at IS NULL
+   * AND revoked_at IS NULL`), however many race; false for everyone else and for an unknown id.
+   */
+  markUsed(options: { id: string; at: Date }): Promise<boolean>
+  /** Revokes every token of the login that is not revoked yet; earlier revocations keep their time. */
+  revokeLogin(options: { loginId: string; at: Date }): Promise<void>
+}
+
+/** A company API token as stored, without its secret. */
+export interface ApiToken {
+  readonly id: string
+  readonly companyId: number
+  /** Who created it; requests made with it act as this user. */
+  readonly userId: string
+  readonly name: string
+  readonly createdAt: string
+}
+
+export interface ApiTokenRepository {
+  /** Throws on a repeated id or token hash. */
+  create(options: {
+    id: string
+    companyId: number
+    userId: string
+    name: string
+    tokenHash: string
+    at: Date
+  }): Promise<ApiToken>
+  /** Deleted tokens are never found. */
+  findByHash(options: { tokenHash: string }): Promise<ApiToken | null>
+  /** Oldest first (by creation time, then id); deleted tokens left out. */
+  list(options: { companyId: number } & PageRequest): Promise<Page<ApiToken>>
+  /** False when the id names no live token of the company, including an id that is not a UUID. */
+  delete(options: { companyId: number; id: string }): Promise<boolean>
+}
+
+/** One priced model call. */
+export interface UsageRecord {
+  readonly id: string
+  readonly at: string
+  readonly model: string
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly costUsd: number
+  readonly sessionId: string
+}
+
+export interface NewUsageRecord {
+  readonly id: string
+  readonly companyId: number
+  readonly sessionId: string
+  readonly model: string
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly costUsd: number
+  readonly at: Date
+}
+
+/**
+ * A company's credit balance in USD and its usage ledger. Amounts are exact to 9 decimal places
+ * (a NUMERIC column, not floating point), so 5 - 0.1 - 0.2 is 4.7.
+ */
+export interface BillingRepository {
+  /** 0 for a company that never had credits. */
+  getBalance(options: { companyId: number }): Promise<number>
+  /** Positive amounts credit the company, negative ones charge it; the balance may go below 0. */
+  adjust(options: { companyId: number; amountUsd: number; at: Date }): Promise<void>
+  /** Stores the record and subtracts its cost from the balance, together. Throws on a repeated id. */
+  recordUsage(usage: NewUsageRecord): Promise<UsageRecord>
+  /** Newest first (by `at`, then the later recorded first). */
+  listUsage(options: { companyId: number } & PageRequest): Promise<Page<UsageRecord>>
+}
+
+export interface PipelineStage {
+  readonly id: string
+  readonly name: string
+  /** 0 for the first stage, in the order given at creation. */
+  readonly position: number
+}
+
+export interface Pipeline {
+  readonly id: string
+  readonly name: string
+  readonly isDefault: boolean
+  readonly stages: readonly PipelineStage[]
+}
+
+export interface PipelineRepository {
+  create(options: {
+    companyId: number
+    name: string
+    isDefault: boolean
+    stages: readonly string[]
+    at: Date
+  }): Promise<Pipeline>
+  /** In creation order. */
+  list(options: { companyId: number }): Promise<Pipeline[]>
+}
+
+/** Failed logins per email, for throttling; `emailKey` is whatever the caller derives from the email. */
+export interface LoginFailureRepository {
+  record(options: { emailKey: string; at: Date }): Promise<void>
+  /** Failures recorded strictly after `since`. */
+  count(options: { emailKey: string; since: Date }): Promise<number>
+  /** The time of the earliest failure recorded strictly after `since`, or null. */
+  oldestSince(options: { emailKey: string; since: Date }): Promise<string | null>
+  clear(options: { emailKey: string }): Promise<void>
+}
+
+export interface WebhookLog {
+  readonly id: string
+  readonly receivedAt: string
+  readonly httpStatus: number
+  readonly outcome: WebhookOutcome
+  readonly reason?: string
+  readonly sessionId?: string
+  readonly messageId?: string
+}
+
+export interface NewWebhookLog {
+  readonly id: string
+  readonly companyId: number
+  readonly integrationId: string
+  readonly receivedAt: Date
+  readonly httpStatus: number
+  readonly outcome: WebhookOutcome
+  readonly reason?: string | undefined
+  readonly sessionId?: string | undefined
+  readonly messageId?: string | undefined
+}
+
+export interface WebhookLogRepository {
+  /**
+   * Keeps only the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` entries of the integration (by
+   * `receivedAt`, then the later added). Throws on a repeated id.
+   */
+  add(log: NewWebhookLog): Promise<void>
+  /** Newest first, as `add` orders them. */
+  list(options: { companyId: number; integrationId: string } & PageRequest): Promise<Page<WebhookLog>>
+}
+
+export interface KnowledgeDocument {
+  /** A UUID. */
+  readonly id: string
+  readonly companyId: number
+  readonly agentId: number
+  readonly title: string
+  readonly content: string
+  readonly createdAt: string
+}
+
+/** The documents of an agent's knowledge base; their passages are searched through the KnowledgeIndex. */
+export interface KnowledgeDocumentRepository {
+  create(document: Omit<KnowledgeDocument, 'createdAt'> & { at: Date }): Promise<KnowledgeDocument>
+  get(options: { companyId: number; agentId: number; id: string }): Promise<KnowledgeDocument | null>
+  /** Oldest first. */
+  list(options: { companyId: number; agentId: number } & PageRequest): Promise<Page<KnowledgeDocument>>
+  delete(options: { companyId: number; agentId: number; id: string }): Promise<boolean>
+}
+
 export interface Repositories {
   readonly agents: AgentRepository
   readonly integrations: IntegrationRepository
@@ -193,6 +419,15 @@ export interface Repositories {
   readonly messages: MessageRepository
   readonly outbox: OutboxRepository
   readonly jobs: JobQueue
+  readonly companies: CompanyRepository
+  readonly users: UserRepository
+  readonly refreshTokens: RefreshTokenRepository
+  readonly apiTokens: ApiTokenRepository
+  readonly billing: BillingRepository
+  readonly pipelines: PipelineRepository
+  readonly loginFailures: LoginFailureRepository
+  readonly webhookLogs: WebhookLogRepository
+  readonly knowledgeDocuments: KnowledgeDocumentRepository
 }
 
 export type StorageKind = 'memory' | 'pglite' | 'postgres'

@@ -12,9 +12,16 @@ export type {
   HarnessCustomer,
 } from './conversation-harness.js'
 export { createConversationHarness } from './conversation-harness.js'
+export { createFakePasswordHasher } from './fake-password-hasher.js'
+export { createFakeTokenSigner } from './fake-token-signer.js'
 export type { ManualClock } from './manual-clock.js'
 export { createManualClock } from './manual-clock.js'
-export type { RecordedTransfer, RecordingConnector, SentMessage } from './recording-connector.js'
+export type {
+  RecordedStatusHooks,
+  RecordedTransfer,
+  RecordingConnector,
+  SentMessage,
+} from './recording-connector.js'
 export { createRecordingConnector } from './recording-connector.js'
 export type { RecordedRequest, ScriptedModel, ScriptedStep } from './scripted-model.js'
 export {

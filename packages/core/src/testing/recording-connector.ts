@@ -4,6 +4,8 @@ import type {
   HumanTransferOutcome,
   HumanTransferRequest,
   SendOutcome,
+  StatusHooksOutcome,
+  StatusHooksRequest,
 } from '../ports/connector.js'
 
 export interface SentMessage {
@@ -23,9 +25,19 @@ export interface RecordedTransfer {
   readonly sentBefore: number
 }
 
+export interface RecordedStatusHooks {
+  readonly integrationId: string
+  readonly url: string
+  readonly events: readonly string[]
+}
+
 export interface RecordingConnector extends Connector {
   readonly sent: readonly SentMessage[]
   readonly transfers: readonly RecordedTransfer[]
+  /** Status-hook registrations asked for (`statusHooks: true` only), refused ones included. */
+  readonly statusHooks: readonly RecordedStatusHooks[]
+  /** The next status-hook registration is refused with this text. */
+  failNextStatusHooks(error: string): void
   /** The next `count` sends fail (retryable unless said otherwise). */
   failNextSends(count: number, options?: { retryable?: boolean }): void
   /** The next transfer to a human fails with this text. */
@@ -34,13 +46,16 @@ export interface RecordingConnector extends Connector {
 
 /**
  * A channel that keeps what it is asked to send. With `humanTransfer: true` it can also transfer
- * to a human, like the msgplatform connector; without, it cannot, like webchat.
+ * to a human, like the msgplatform connector; without, it cannot, like webchat. With
+ * `statusHooks: true` it can register status hooks, like the msgplatform connector.
  */
 export function createRecordingConnector(
-  options: { type?: string; humanTransfer?: boolean; externalReference?: string } = {},
+  options: { type?: string; humanTransfer?: boolean; externalReference?: string; statusHooks?: boolean } = {},
 ): RecordingConnector {
   const sent: SentMessage[] = []
   const transfers: RecordedTransfer[] = []
+  const statusHooks: RecordedStatusHooks[] = []
+  let statusHooksFailure: string | null = null
   let failures = 0
   let failuresRetryable = true
   let transferFailure: string | null = null
@@ -49,6 +64,10 @@ export function createRecordingConnector(
     type: options.type ?? 'recording',
     sent,
     transfers,
+    statusHooks,
+    failNextStatusHooks(error) {
+      statusHooksFailure = error
+    },
     failNextSends(count, failOptions = {}) {
       failures = count
       failuresRetryable = failOptions.retryable ?? true
@@ -70,6 +89,21 @@ export function createRecordingConnector(
       })
       return { ok: true }
     },
+  }
+  if (options.statusHooks === true) {
+    Object.assign(connector, {
+      async registerStatusHooks(request: StatusHooksRequest): Promise<StatusHooksOutcome> {
+        statusHooks.push({
+          integrationId: request.integration.id,
+          url: request.url,
+          events: [...request.events],
+        })
+        if (statusHooksFailure === null) return { ok: true }
+        const error = statusHooksFailure
+        statusHooksFailure = null
+        return { ok: false, error }
+      },
+    })
   }
   if (options.humanTransfer === true) {
     return Object.assign(connector, {

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Agent } from '../../domain/agent.js'
 import type { Message, Session } from '../../domain/session.js'
 import type { Storage } from '../../ports/storage.js'
+import { runAccountStorageConformance } from './account-storage-conformance.js'
 import {
   at,
   type Channel,
@@ -1002,6 +1003,65 @@ export function runStorageConformance(
       })
     })
 
+    describe('knowledge documents', () => {
+      it('creates, lists oldest first with cursors, gets and deletes, scoped by company and agent', async () => {
+        const agent = await createAgent(storage, companyId)
+        const otherAgent = await createAgent(storage, companyId)
+        const created = []
+        for (let index = 0; index < 3; index += 1) {
+          created.push(
+            await storage.knowledgeDocuments.create({
+              id: randomUUID(),
+              companyId,
+              agentId: agent.id,
+              title: `doc ${index}`,
+              content: `content ${index}`,
+              at: at(index),
+            }),
+          )
+        }
+        await storage.knowledgeDocuments.create({
+          id: randomUUID(),
+          companyId,
+          agentId: otherAgent.id,
+          title: 'other',
+          content: 'other',
+          at: at(),
+        })
+        expect(created[0]).toEqual({
+          id: created[0]!.id,
+          companyId,
+          agentId: agent.id,
+          title: 'doc 0',
+          content: 'content 0',
+          createdAt: at(0).toISOString(),
+        })
+        const first = await storage.knowledgeDocuments.list({ companyId, agentId: agent.id, limit: 2 })
+        expect(first.items).toEqual(created.slice(0, 2))
+        expect(first.nextCursor).not.toBeNull()
+        const second = await storage.knowledgeDocuments.list({
+          companyId,
+          agentId: agent.id,
+          limit: 2,
+          cursor: first.nextCursor!,
+        })
+        expect(second).toEqual({ items: created.slice(2), nextCursor: null })
+
+        const id = created[1]!.id
+        expect(await storage.knowledgeDocuments.get({ companyId, agentId: agent.id, id })).toEqual(created[1])
+        expect(
+          await storage.knowledgeDocuments.get({ companyId: otherCompanyId, agentId: agent.id, id }),
+        ).toBeNull()
+        expect(await storage.knowledgeDocuments.get({ companyId, agentId: otherAgent.id, id })).toBeNull()
+        expect(
+          await storage.knowledgeDocuments.delete({ companyId: otherCompanyId, agentId: agent.id, id }),
+        ).toBe(false)
+        expect(await storage.knowledgeDocuments.delete({ companyId, agentId: agent.id, id })).toBe(true)
+        expect(await storage.knowledgeDocuments.delete({ companyId, agentId: agent.id, id })).toBe(false)
+        expect(await storage.knowledgeDocuments.get({ companyId, agentId: agent.id, id })).toBeNull()
+      })
+    })
+
     describe('transactions', () => {
       it('returns what the function returns and commits its writes', async () => {
         const result = await storage.transaction(async (tx) => {
@@ -1219,4 +1279,6 @@ export function runStorageConformance(
       })
     })
   })
+
+  runAccountStorageConformance(name, createStorage, options)
 }

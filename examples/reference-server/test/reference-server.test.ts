@@ -1,0 +1,127 @@
+import { request as httpsRequest } from 'node:https'
+import { createFakePasswordHasher } from '@switchboard/core/testing'
+import { afterEach, describe, expect, it } from 'vitest'
+import { readConfig } from '../src/config.js'
+import { type ReferenceServer, startReferenceServer } from '../src/start-reference-server.js'
+
+const fixtures = new URL('./__fixtures__/', import.meta.url).pathname
+const servers: ReferenceServer[] = []
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()))
+})
+
+async function start(environment: Record<string, string> = {}) {
+  const config = readConfig({ PORT: '0', DATA_DIR: 'memory', LOG_LEVEL: 'silent', ...environment })
+  const server = await startReferenceServer(config, { passwordHasher: createFakePasswordHasher() })
+  servers.push(server)
+  return server
+}
+
+async function json(response: Response) {
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+describe('the reference server', () => {
+  it('serves the account flow end to end: register, login, me, a protected list', async () => {
+    const { url } = await start()
+    const post = (path: string, body: unknown) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+
+    const registered = await json(
+      await post('/api/auth/register', {
+        email: 'Owner@Shop.test',
+        password: 'correct horse',
+        companyName: 'Shop',
+      }),
+    )
+    expect(registered.status).toBe(201)
+    const loggedIn = await json(
+      await post('/api/auth/login', { email: 'owner@shop.test', password: 'correct horse' }),
+    )
+    expect(loggedIn.status).toBe(200)
+    const session = loggedIn.body.session as { access_token: string; expires_at: number }
+    expect(session.expires_at).toBeGreaterThan(Date.now() / 1000 + 3500)
+    expect(session.expires_at).toBeLessThan(Date.now() / 1000 + 3700)
+
+    const headers = { authorization: `Bearer ${session.access_token}` }
+    const me = await json(await fetch(`${url}/api/auth/me`, { headers }))
+    expect(me.body).toMatchObject({
+      user: { email: 'Owner@Shop.test', isSuperadmin: false },
+      company: { companyName: 'Shop' },
+    })
+    const agents = await json(await fetch(`${url}/api/agents`, { headers }))
+    expect(agents).toEqual({ status: 200, body: { agents: [], nextCursor: null } })
+    expect((await fetch(`${url}/api/agents`)).status).toBe(401)
+  })
+
+  it('marks superadmins from SUPERADMIN_EMAILS', async () => {
+    const { url } = await start({ SUPERADMIN_EMAILS: 'boss@shop.test, other@x.test' })
+    const post = (path: string, body: unknown) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+    await post('/api/auth/register', {
+      email: 'boss@shop.test',
+      password: 'correct horse',
+      companyName: 'Shop',
+    })
+    const login = await json(
+      await post('/api/auth/login', { email: 'boss@shop.test', password: 'correct horse' }),
+    )
+    const token = (login.body.session as { access_token: string }).access_token
+    const me = await json(
+      await fetch(`${url}/api/auth/me`, { headers: { authorization: `Bearer ${token}` } }),
+    )
+    expect((me.body.user as { isSuperadmin: boolean }).isSuperadmin).toBe(true)
+  })
+
+  it('answers unknown routes and bad bodies in the contract error shape, with a request id', async () => {
+    const { url } = await start()
+    const missing = await fetch(`${url}/api/nothing-here`)
+    expect(missing.status).toBe(404)
+    expect(await missing.json()).toEqual({ error: { code: 'NOT_FOUND', message: expect.any(String) } })
+    expect(missing.headers.get('x-request-id')).toMatch(/.+/)
+    const malformed = await fetch(`${url}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"email":',
+    })
+    expect(malformed.status).toBe(400)
+    expect(((await malformed.json()) as { error: { code: string } }).error.code).toBe('VALIDATION_ERROR')
+  })
+
+  it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {
+    const server = await start({
+      TLS_CERT_FILE: `${fixtures}localhost-cert.pem`,
+      TLS_KEY_FILE: `${fixtures}localhost-key.pem`,
+    })
+    expect(server.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/)
+    const body = await new Promise<string>((resolve, reject) => {
+      httpsRequest(`${server.url}/api/health`, { rejectUnauthorized: false }, (response) => {
+        let text = ''
+        response.on('data', (chunk: Buffer) => {
+          text += chunk.toString()
+        })
+        response.on('end', () => resolve(text))
+      })
+        .on('error', reject)
+        .end()
+    })
+    expect(JSON.parse(body)).toEqual({ ok: true, storage: 'memory' })
+  })
+
+  it('rejects a bad environment at start with what to fix', () => {
+    expect(() => readConfig({ PORT: 'eighty' })).toThrow(/PORT/)
+    expect(() => readConfig({ TLS_CERT_FILE: '/x.pem' })).toThrow(/TLS_KEY_FILE/)
+    expect(() => readConfig({ NODE_ENV: 'production' })).toThrow(/JWT_SECRET is required/)
+    expect(() => readConfig({ JWT_SECRET: 'short' })).toThrow(/at least 32/)
+    expect(readConfig({})).toMatchObject({ port: 3000, host: '127.0.0.1', dataDir: './.switchboard' })
+  })
+})

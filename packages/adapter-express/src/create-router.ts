@@ -1,0 +1,64 @@
+import {
+  type Accounts,
+  type Billing,
+  type Clock,
+  createAgentService,
+  createIntegrationService,
+  createSystemClock,
+  type Switchboard,
+} from '@switchboard/core'
+import { Router } from 'express'
+import type { RouteLogger } from './handle.js'
+import { errorHandler, jsonBody, notFound, requestId } from './middleware.js'
+import { accountRoutes } from './routes/account-routes.js'
+import { agentRoutes } from './routes/agent-routes.js'
+import { billingRoutes } from './routes/billing-routes.js'
+import { integrationRoutes } from './routes/integration-routes.js'
+import { sessionRoutes } from './routes/session-routes.js'
+
+export interface RouterOptions {
+  readonly switchboard: Switchboard
+  readonly accounts: Accounts
+  readonly billing: Billing
+  /** Base of the webhook URLs handed out for integrations, e.g. `https://chat.example.com`. */
+  readonly publicUrl: string
+  readonly logger?: RouteLogger
+  /** Timestamps of agents and integrations; the system clock unless a test drives time. */
+  readonly clock?: Clock
+}
+
+const quietLogger: RouteLogger = { error: () => undefined }
+
+/**
+ * Every endpoint of the service under one Express router, to be mounted at `/api`. Routes only
+ * translate HTTP to core calls and back; every rule lives in core.
+ */
+export function createRouter(options: RouterOptions): Router {
+  const logger = options.logger ?? quietLogger
+  const router = Router()
+  router.use(requestId)
+
+  router.get('/health', (_request, response) => {
+    response.json({ ok: true, storage: options.switchboard.storage.kind })
+  })
+
+  router.use(jsonBody)
+  router.use(accountRoutes(options.accounts, logger))
+  const { switchboard, accounts } = options
+  const clock = options.clock ?? createSystemClock()
+  const agents = createAgentService({ storage: switchboard.storage, clock })
+  const integrations = createIntegrationService({
+    storage: switchboard.storage,
+    clock,
+    connectors: (type) => switchboard.connector(type),
+    publicUrl: options.publicUrl,
+  })
+  router.use(agentRoutes(agents, accounts, logger))
+  router.use(integrationRoutes(integrations, accounts, logger))
+  router.use(sessionRoutes(switchboard, accounts, logger))
+  router.use(billingRoutes(options.billing, accounts, logger))
+
+  router.use(notFound)
+  router.use(errorHandler(logger))
+  return router
+}

@@ -1,0 +1,7 @@
+export type { RouterOptions } from './create-router.js'
+export { createRouter } from './create-router.js'
+export { ERROR_STATUS } from './error-status.js'
+export type { RouteLogger } from './handle.js'
+export { ARGON2_OWASP, createArgon2PasswordHasher } from './password-hasher.js'
+export { sendError } from './send-error.js'
+export { createJoseTokenSigner } from './token-signer.js'

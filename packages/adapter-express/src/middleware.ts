@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto'
+import { type Accounts, switchboardError } from '@switchboard/core'
+import express, { type ErrorRequestHandler, type RequestHandler } from 'express'
+import type { RouteLogger } from './handle.js'
+import { sendError } from './send-error.js'
+
+export const BODY_LIMIT_BYTES = 1024 * 1024
+
+/** JSON bodies up to 1 MiB; anything else the route validates. */
+export const jsonBody: RequestHandler = express.json({
+  limit: BODY_LIMIT_BYTES,
+  strict: false,
+  type: () => true,
+})
+
+/** Raw bytes for routes that verify a signature over them before parsing. */
+export const rawBody: RequestHandler = express.raw({ limit: BODY_LIMIT_BYTES, type: () => true })
+
+export const requestId: RequestHandler = (request, response, next) => {
+  const incoming = request.get('x-request-id')
+  const id = incoming !== undefined && /^[\w.-]{1,100}$/.test(incoming) ? incoming : randomUUID()
+  response.locals.requestId = id
+  response.setHeader('X-Request-Id', id)
+  next()
+}
+
+/** The bearer scheme of every protected endpoint: a session JWT or a company API token. */
+export function requireAuth(accounts: Accounts, logger: RouteLogger): RequestHandler {
+  return (request, response, next) => {
+    accounts
+      .authenticate(request.get('authorization'))
+      .then((result) => {
+        if (result.isErr()) return sendError(response, result.error)
+        response.locals.principal = result.value
+        next()
+      })
+      .catch((error: unknown) => {
+        logger.error({ err: error, requestId: response.locals.requestId }, 'authentication failed')
+        sendError(response, switchboardError('INTERNAL_ERROR', 'internal server error'))
+      })
+  }
+}
+
+export const notFound: RequestHandler = (request, response) => {
+  sendError(response, switchboardError('NOT_FOUND', `no route for ${request.method} ${request.path}`))
+}
+
+/** Body-parser failures and anything else Express caught, in the contract's error shape. */
+export function errorHandler(logger: RouteLogger): ErrorRequestHandler {
+  return (error: { type?: string; status?: number }, _request, response, _next) => {
+    if (response.headersSent) return
+    if (error.type === 'entity.too.large' || error.status === 413) {
+      return sendError(
+        response,
+        switchboardError('PAYLOAD_TOO_LARGE', 'the request body is larger than 1 MiB'),
+      )
+    }
+    // A path that cannot be percent-decoded names no resource.
+    if (error instanceof URIError) {
+      return sendError(response, switchboardError('NOT_FOUND', 'no such resource'))
+    }
+    if (error.type === 'entity.parse.failed') {
+      return sendError(response, switchboardError('VALIDATION_ERROR', 'the request body is not valid JSON'))
+    }
+    if (typeof error.status === 'number' && error.status >= 400 && error.status < 500) {
+      return sendError(response, switchboardError('VALIDATION_ERROR', 'the request could not be read'))
+    }
+    logger.error({ err: error, requestId: response.locals.requestId }, 'unhandled error')
+    sendError(response, switchboardError('INTERNAL_ERROR', 'internal server error'))
+  }
+}

@@ -1,0 +1,107 @@
+import type { Accounts } from '@switchboard/core'
+import { Router } from 'express'
+import { z } from 'zod'
+import { handle, principalOf, type RouteLogger, reply } from '../handle.js'
+import { requireAuth } from '../middleware.js'
+import { pageQuerySchema } from '../pagination.js'
+import { bodyOf } from '../request-body.js'
+import { sendError } from '../send-error.js'
+import { validate } from '../validate.js'
+
+const registerSchema = z.strictObject({
+  email: z.email().max(254),
+  password: z.string().min(8).max(128),
+  companyName: z.string().trim().min(1).max(200),
+})
+
+const loginSchema = z.strictObject({
+  email: z.string().min(1).max(320),
+  password: z.string().min(1).max(1024),
+})
+
+const refreshSchema = z.strictObject({ refresh_token: z.string().min(1).max(1000) })
+const apiTokenSchema = z.strictObject({ name: z.string().trim().min(1).max(100) })
+
+/** `/api/auth/*` and `/api/api-tokens`. */
+export function accountRoutes(accounts: Accounts, logger: RouteLogger): Router {
+  const router = Router()
+  const auth = requireAuth(accounts, logger)
+
+  router.post(
+    '/auth/register',
+    handle(logger, async (request, response) => {
+      const input = validate(registerSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
+      reply(response, await accounts.register(input.value), 201)
+    }),
+  )
+
+  router.post(
+    '/auth/login',
+    handle(logger, async (request, response) => {
+      const input = validate(loginSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
+      reply(response, await accounts.login(input.value))
+    }),
+  )
+
+  router.post(
+    '/auth/refresh',
+    handle(logger, async (request, response) => {
+      const input = validate(refreshSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
+      reply(response, await accounts.refresh({ refreshToken: input.value.refresh_token }))
+    }),
+  )
+
+  router.get(
+    '/auth/me',
+    auth,
+    handle(logger, async (_request, response) => {
+      reply(response, await accounts.me(principalOf(response)))
+    }),
+  )
+
+  router.post(
+    '/auth/logout',
+    auth,
+    handle(logger, async (_request, response) => {
+      const result = await accounts.logout(principalOf(response))
+      if (result.isErr()) return sendError(response, result.error)
+      response.status(204).end()
+    }),
+  )
+
+  router.post(
+    '/api-tokens',
+    auth,
+    handle(logger, async (request, response) => {
+      const input = validate(apiTokenSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
+      reply(response, await accounts.createApiToken(principalOf(response), input.value), 201)
+    }),
+  )
+
+  router.get(
+    '/api-tokens',
+    auth,
+    handle(logger, async (request, response) => {
+      const page = validate(pageQuerySchema, request.query, 'query')
+      if (page.isErr()) return sendError(response, page.error)
+      const { items, nextCursor } = await accounts.listApiTokens(principalOf(response), page.value)
+      response.json({ apiTokens: items, nextCursor })
+    }),
+  )
+
+  router.delete(
+    '/api-tokens/:id',
+    auth,
+    handle(logger, async (request, response) => {
+      const result = await accounts.deleteApiToken(principalOf(response), { id: String(request.params.id) })
+      if (result.isErr()) return sendError(response, result.error)
+      response.status(204).end()
+    }),
+  )
+
+  return router
+}

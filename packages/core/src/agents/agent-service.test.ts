@@ -1,0 +1,158 @@
+import { describe, expect, it } from 'vitest'
+import { DEFAULT_FALLBACK_REPLY } from '../domain/agent.js'
+import { createMemoryStorage } from '../memory/memory-storage.js'
+import { createManualClock } from '../testing/manual-clock.js'
+import { createAgentService } from './agent-service.js'
+
+const COMPANY = 1
+const OTHER_COMPANY = 2
+
+function setup() {
+  const storage = createMemoryStorage()
+  const clock = createManualClock()
+  return { storage, clock, agents: createAgentService({ storage, clock }) }
+}
+
+describe('agent service', () => {
+  it('creates an agent with the defaults of the contract', async () => {
+    const { agents } = setup()
+    const agent = (await agents.create(COMPANY, { name: 'Reception' }))._unsafeUnwrap()
+    expect(agent).toMatchObject({
+      companyId: COMPANY,
+      name: 'Reception',
+      kind: 'ai',
+      llmModel: 'gpt-4o-mini',
+      maxDepth: 3,
+      fallbackReply: DEFAULT_FALLBACK_REPLY,
+      handoff: {
+        enabled: false,
+        allowedTargets: [],
+        announceHandoff: true,
+        handoffMessageTemplate: '',
+        messageHistoryDepth: 15,
+        msgplatform: { sendSystemMessage: true },
+      },
+      createdAt: '2026-01-01T00:00:00.000Z',
+    })
+  })
+
+  it('names every invalid field', async () => {
+    const { agents } = setup()
+    const error = (
+      await agents.create(COMPANY, { name: '', handoff: { messageHistoryDepth: 51 } } as never)
+    )._unsafeUnwrapErr()
+    expect(error.code).toBe('VALIDATION_ERROR')
+    expect(error.details).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ path: 'name' }),
+        expect.objectContaining({ path: 'handoff.messageHistoryDepth' }),
+      ]),
+    )
+  })
+
+  it('accepts targets and routes of the same company only, naming the offending field', async () => {
+    const { agents } = setup()
+    const sales = (await agents.create(COMPANY, { name: 'Sales' }))._unsafeUnwrap()
+    const foreign = (await agents.create(OTHER_COMPANY, { name: 'Foreign' }))._unsafeUnwrap()
+
+    const rejected = await agents.create(COMPANY, {
+      name: 'Reception',
+      handoff: { enabled: true, allowedTargets: [sales.id, foreign.id] },
+      routingConfig: { enabled: true, routes: [{ id: 'buy', agentId: 9999, description: 'buying' }] },
+    })
+    expect(rejected._unsafeUnwrapErr()).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      details: [
+        { path: 'handoff.allowedTargets.1', message: 'names no agent of this company' },
+        { path: 'routingConfig.routes.0.agentId', message: 'names no agent of this company' },
+      ],
+    })
+
+    const accepted = await agents.create(COMPANY, {
+      name: 'Reception',
+      handoff: { enabled: true, allowedTargets: [sales.id] },
+      routingConfig: { enabled: true, routes: [{ id: 'buy', agentId: sales.id, description: 'buying' }] },
+    })
+    expect(accepted._unsafeUnwrap().routingConfig).toEqual({
+      enabled: true,
+      routes: [{ id: 'buy', agentId: sales.id, description: 'buying' }],
+      confidenceThreshold: 0.5,
+    })
+  })
+
+  it("treats another company's agent as missing", async () => {
+    const { agents } = setup()
+    const agent = (await agents.create(COMPANY, { name: 'Mine' }))._unsafeUnwrap()
+    expect((await agents.get(OTHER_COMPANY, agent.id))._unsafeUnwrapErr().code).toBe('NOT_FOUND')
+    expect((await agents.update(OTHER_COMPANY, agent.id, { name: 'Stolen' }))._unsafeUnwrapErr().code).toBe(
+      'NOT_FOUND',
+    )
+    expect((await agents.delete(OTHER_COMPANY, agent.id))._unsafeUnwrapErr().code).toBe('NOT_FOUND')
+    expect((await agents.list(OTHER_COMPANY, { limit: 50 })).items).toEqual([])
+    expect((await agents.get(COMPANY, agent.id))._unsafeUnwrap().name).toBe('Mine')
+  })
+
+  it('lists a company’s agents oldest first, page by page', async () => {
+    const { agents } = setup()
+    for (const name of ['a', 'b', 'c']) await agents.create(COMPANY, { name })
+    await agents.create(OTHER_COMPANY, { name: 'other' })
+    const first = await agents.list(COMPANY, { limit: 2 })
+    expect(first.items.map((agent) => agent.name)).toEqual(['a', 'b'])
+    const second = await agents.list(COMPANY, { limit: 2, cursor: first.nextCursor! })
+    expect(second.items.map((agent) => agent.name)).toEqual(['c'])
+    expect(second.nextCursor).toBeNull()
+  })
+
+  it('updates the given fields, checks references, and removes a field patched to null', async () => {
+    const { agents, clock } = setup()
+    const sales = (await agents.create(COMPANY, { name: 'Sales' }))._unsafeUnwrap()
+    const agent = (
+      await agents.create(COMPANY, {
+        name: 'Reception',
+        role: 'reception',
+        routingConfig: { enabled: true, routes: [{ id: 'buy', agentId: sales.id, description: 'buy' }] },
+      })
+    )._unsafeUnwrap()
+    clock.set('2026-01-02T00:00:00.000Z')
+
+    const bad = await agents.update(COMPANY, agent.id, { handoff: { allowedTargets: [424242] } as never })
+    expect(bad._unsafeUnwrapErr().details).toEqual([
+      { path: 'handoff.allowedTargets.0', message: 'names no agent of this company' },
+    ])
+
+    const updated = (
+      await agents.update(COMPANY, agent.id, { name: 'Front desk', role: null, routingConfig: null })
+    )._unsafeUnwrap()
+    expect(updated.name).toBe('Front desk')
+    expect(updated).not.toHaveProperty('role')
+    expect(updated).not.toHaveProperty('routingConfig')
+    expect(updated.updatedAt).toBe('2026-01-02T00:00:00.000Z')
+    expect(updated.createdAt).toBe('2026-01-01T00:00:00.000Z')
+  })
+
+  it('refuses to delete an entry agent or a target, with CONFLICT', async () => {
+    const { agents, storage, clock } = setup()
+    const entry = (await agents.create(COMPANY, { name: 'Entry' }))._unsafeUnwrap()
+    const target = (await agents.create(COMPANY, { name: 'Target' }))._unsafeUnwrap()
+    const caller = (
+      await agents.create(COMPANY, { name: 'Caller', handoff: { allowedTargets: [target.id] } })
+    )._unsafeUnwrap()
+    await storage.integrations.create({
+      companyId: COMPANY,
+      type: 'msgplatform',
+      name: 'main',
+      active: true,
+      entryAgentId: entry.id,
+      config: {},
+      webhookSecret: null,
+      at: clock.now(),
+    })
+
+    expect((await agents.delete(COMPANY, entry.id))._unsafeUnwrapErr().code).toBe('CONFLICT')
+    expect((await agents.delete(COMPANY, target.id))._unsafeUnwrapErr().code).toBe('CONFLICT')
+    expect((await agents.delete(COMPANY, caller.id)).isOk()).toBe(true)
+    // Once nobody names it any more, the target can go.
+    expect((await agents.delete(COMPANY, target.id)).isOk()).toBe(true)
+    expect((await agents.get(COMPANY, target.id))._unsafeUnwrapErr().code).toBe('NOT_FOUND')
+  })
+})

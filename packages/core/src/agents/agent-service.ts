@@ -1,0 +1,131 @@
+import { err, ok, type Result } from 'neverthrow'
+import {
+  type Agent,
+  type AgentInput,
+  type AgentPatch,
+  agentInputSchema,
+  agentPatchSchema,
+  type HandoffConfig,
+  type RoutingConfig,
+} from '../domain/agent.js'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import { type FieldProblem, parseInput } from '../domain/parse-input.js'
+import type { Clock } from '../ports/clock.js'
+import type { Page, PageRequest, Repositories, Storage } from '../ports/storage.js'
+
+export interface AgentServiceOptions {
+  readonly storage: Storage
+  readonly clock: Clock
+}
+
+/** The agents of a company. Every call names the company; another company's agent is not found. */
+export interface AgentService {
+  /** Applies the defaults of CONTRACT §4; targets and routes must name agents of the company. */
+  create(companyId: number, input: AgentInput): Promise<Result<Agent, SwitchboardError>>
+  get(companyId: number, id: number): Promise<Result<Agent, SwitchboardError>>
+  /** Oldest first. */
+  list(companyId: number, page: PageRequest): Promise<Page<Agent>>
+  update(companyId: number, id: number, patch: AgentPatch): Promise<Result<Agent, SwitchboardError>>
+  /** `CONFLICT` while an integration enters through the agent or another agent names it. */
+  delete(companyId: number, id: number): Promise<Result<null, SwitchboardError>>
+}
+
+const notFound = () => switchboardError('NOT_FOUND', 'agent not found')
+
+/** Every agent id a configuration names, with the field that names it. */
+function agentReferences(config: {
+  handoff?: Pick<HandoffConfig, 'allowedTargets'> | undefined
+  routingConfig?: Pick<RoutingConfig, 'routes'> | null | undefined
+}): { path: string; agentId: number }[] {
+  const references = (config.handoff?.allowedTargets ?? []).map((agentId, index) => ({
+    path: `handoff.allowedTargets.${index}`,
+    agentId,
+  }))
+  for (const [index, route] of (config.routingConfig?.routes ?? []).entries()) {
+    references.push({ path: `routingConfig.routes.${index}.agentId`, agentId: route.agentId })
+  }
+  return references
+}
+
+/**
+ * A reference to an agent of another company is reported exactly like one to no agent at all.
+ * Run inside the transaction that writes, so a target cannot vanish between check and write.
+ */
+async function checkReferences(
+  repositories: Repositories,
+  companyId: number,
+  config: Parameters<typeof agentReferences>[0],
+): Promise<Result<null, SwitchboardError>> {
+  const references = agentReferences(config)
+  if (references.length === 0) return ok(null)
+  const found = await repositories.agents.getMany({
+    companyId,
+    ids: references.map((reference) => reference.agentId),
+  })
+  const known = new Set(found.map((agent) => agent.id))
+  const problems: FieldProblem[] = references
+    .filter((reference) => !known.has(reference.agentId))
+    .map((reference) => ({ path: reference.path, message: 'names no agent of this company' }))
+  if (problems.length === 0) return ok(null)
+  return err(
+    switchboardError(
+      'VALIDATION_ERROR',
+      `unknown agent in ${problems.map((problem) => problem.path).join(', ')}`,
+      problems,
+    ),
+  )
+}
+
+export function createAgentService(options: AgentServiceOptions): AgentService {
+  const { storage, clock } = options
+
+  return {
+    async create(companyId, input) {
+      const parsed = parseInput(agentInputSchema, input, 'agent')
+      if (parsed.isErr()) return err(parsed.error)
+      const valid = parsed.value
+      return storage.transaction(async (tx): Promise<Result<Agent, SwitchboardError>> => {
+        const checked = await checkReferences(tx, companyId, valid)
+        if (checked.isErr()) return err(checked.error)
+        return ok(await tx.agents.create({ ...valid, companyId, at: clock.now() }))
+      })
+    },
+
+    async get(companyId, id) {
+      const agent = await storage.agents.get({ companyId, id })
+      return agent === null ? err(notFound()) : ok(agent)
+    },
+
+    list: (companyId, page) => storage.agents.list({ companyId, ...page }),
+
+    async update(companyId, id, patch) {
+      const parsed = parseInput(agentPatchSchema, patch, 'agent')
+      if (parsed.isErr()) return err(parsed.error)
+      const valid = parsed.value
+      return storage.transaction(async (tx): Promise<Result<Agent, SwitchboardError>> => {
+        // Existence first, so a foreign id answers NOT_FOUND whatever the patch names.
+        if ((await tx.agents.get({ companyId, id })) === null) return err(notFound())
+        const checked = await checkReferences(tx, companyId, valid)
+        if (checked.isErr()) return err(checked.error)
+        const agent = await tx.agents.update({ companyId, id, patch: valid, at: clock.now() })
+        return agent === null ? err(notFound()) : ok(agent)
+      })
+    },
+
+    delete: (companyId, id) =>
+      // One transaction, so no integration or agent can start naming the agent in between.
+      storage.transaction(async (tx): Promise<Result<null, SwitchboardError>> => {
+        if ((await tx.agents.get({ companyId, id })) === null) return err(notFound())
+        if (await tx.agents.isReferenced({ companyId, id })) {
+          return err(
+            switchboardError(
+              'CONFLICT',
+              'the agent is the entry agent of an integration or a handoff or routing target of another agent',
+            ),
+          )
+        }
+        await tx.agents.delete({ companyId, id })
+        return ok(null)
+      }),
+  }
+}

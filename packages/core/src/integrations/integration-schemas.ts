@@ -1,0 +1,80 @@
+import { z } from 'zod'
+
+/** Webhook secrets shorter than this are too easy to guess (CONTRACT §5). */
+export const MIN_WEBHOOK_SECRET_LENGTH = 16
+
+const httpUrl = z
+  .string()
+  .max(2000)
+  .refine((value) => {
+    if (!URL.canParse(value)) return false
+    const { protocol } = new URL(value)
+    return protocol === 'http:' || protocol === 'https:'
+  }, 'must be an http or https URL')
+
+/** `Origin` headers are `scheme://host[:port]`; any URL given is stored as its origin to match them. */
+const origin = z
+  .string()
+  .max(2000)
+  .refine(
+    (value) => URL.canParse(value) && /^https?:$/.test(new URL(value).protocol),
+    'must be an http or https origin',
+  )
+  .transform((value) => new URL(value).origin)
+
+const name = z.string().trim().min(1).max(200)
+const entryAgentId = z.number().int().positive().max(2_147_483_647)
+const webhookSecret = z.string().min(MIN_WEBHOOK_SECRET_LENGTH).max(500)
+
+export const msgplatformConfigSchema = z.strictObject({
+  apiBaseUrl: httpUrl,
+  apiToken: z.string().min(1).max(2000),
+})
+
+export const webchatConfigSchema = z.strictObject({
+  allowedOrigins: z.array(origin).max(100).optional(),
+})
+
+/** The body of `POST /api/integrations`, one shape per integration type. */
+export const integrationInputSchema = z.discriminatedUnion('type', [
+  z.strictObject({
+    type: z.literal('msgplatform'),
+    name,
+    entryAgentId,
+    config: msgplatformConfigSchema,
+    webhookSecret: webhookSecret.optional(),
+  }),
+  z.strictObject({
+    type: z.literal('webchat'),
+    name,
+    entryAgentId,
+    config: webchatConfigSchema.default({}),
+    webhookSecret: webhookSecret.optional(),
+  }),
+])
+
+/**
+ * The body of `PATCH /api/integrations/{id}`. `config` is merged over the stored one (so a patch
+ * need not repeat the `apiToken` it never sees) and checked against the integration's type.
+ */
+export const integrationPatchSchema = z.strictObject({
+  name: name.optional(),
+  active: z.boolean().optional(),
+  entryAgentId: entryAgentId.optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+})
+
+/** Per type, the config fields a patch may set; `null` removes an optional one. */
+export const configPatchSchemas: Readonly<Record<string, z.ZodType<Record<string, unknown>>>> = {
+  msgplatform: msgplatformConfigSchema.partial(),
+  webchat: z.strictObject({ allowedOrigins: z.array(origin).max(100).nullable().optional() }),
+}
+
+/** The config each type must end up with after a patch. */
+export const configSchemas: Readonly<Record<string, z.ZodType<Record<string, unknown>>>> = {
+  msgplatform: msgplatformConfigSchema,
+  webchat: webchatConfigSchema,
+}
+
+export type IntegrationInput = z.input<typeof integrationInputSchema>
+export type IntegrationPatchInput = z.input<typeof integrationPatchSchema>

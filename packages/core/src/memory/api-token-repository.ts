@@ -1,0 +1,103 @@
+import type { ApiToken, ApiTokenRepository } from '../ports/storage.js'
+import { decodeCursor, emptyPage, encodeCursor, takePage } from './paging.js'
+import { snapshot } from './snapshot.js'
+import type { Statement } from './undo-log.js'
+
+interface StoredApiToken {
+  readonly token: ApiToken
+  readonly tokenHash: string
+  readonly createdAtMs: number
+  /** Deleted tokens stay, as rows would, so their hash is never handed out again. */
+  readonly deleted: boolean
+}
+
+export interface ApiTokenTable {
+  readonly rows: Map<string, StoredApiToken>
+  readonly byHash: Map<string, string>
+}
+
+export function createApiTokenTable(): ApiTokenTable {
+  return { rows: new Map(), byHash: new Map() }
+}
+
+function isPosition(value: unknown): value is [number, string] {
+  return (
+    Array.isArray(value) &&
+    value.length === 2 &&
+    typeof value[0] === 'number' &&
+    Number.isFinite(value[0]) &&
+    typeof value[1] === 'string'
+  )
+}
+
+/** Oldest first, then by id, the order a database index on (created_at, id) gives. */
+function compare(left: StoredApiToken, right: StoredApiToken): number {
+  if (left.createdAtMs !== right.createdAtMs) return left.createdAtMs - right.createdAtMs
+  return left.token.id < right.token.id ? -1 : left.token.id > right.token.id ? 1 : 0
+}
+
+export function createApiTokenRepository(options: {
+  apiTokens: ApiTokenTable
+  statement: Statement
+}): ApiTokenRepository {
+  const { apiTokens, statement } = options
+
+  return {
+    create: (input) =>
+      statement((log) => {
+        if (apiTokens.rows.has(input.id)) throw new Error(`API token ${input.id} already exists`)
+        if (apiTokens.byHash.has(input.tokenHash)) throw new Error('An API token with this hash exists')
+        const token = snapshot<ApiToken>({
+          id: input.id,
+          companyId: input.companyId,
+          userId: input.userId,
+          name: input.name,
+          createdAt: input.at.toISOString(),
+        })
+        log.set(apiTokens.rows, token.id, {
+          token,
+          tokenHash: input.tokenHash,
+          createdAtMs: input.at.getTime(),
+          deleted: false,
+        })
+        log.set(apiTokens.byHash, input.tokenHash, token.id)
+        return token
+      }),
+
+    findByHash: ({ tokenHash }) =>
+      statement(() => {
+        const id = apiTokens.byHash.get(tokenHash)
+        const stored = id === undefined ? undefined : apiTokens.rows.get(id)
+        return stored === undefined || stored.deleted ? null : stored.token
+      }),
+
+    list: ({ companyId, limit, cursor }) =>
+      statement(() => {
+        let isAfterCursor = (_stored: StoredApiToken): boolean => true
+        if (cursor !== undefined) {
+          const position = decodeCursor(cursor)
+          if (!isPosition(position)) return emptyPage<ApiToken>()
+          const [createdAtMs, id] = position
+          isAfterCursor = (stored) =>
+            stored.createdAtMs > createdAtMs || (stored.createdAtMs === createdAtMs && stored.token.id > id)
+        }
+        const remaining = [...apiTokens.rows.values()]
+          .filter(
+            (stored) => stored.token.companyId === companyId && !stored.deleted && isAfterCursor(stored),
+          )
+          .sort(compare)
+        const page = takePage(remaining, limit, (stored) =>
+          encodeCursor([stored.createdAtMs, stored.token.id]),
+        )
+        return { items: page.items.map((stored) => stored.token), nextCursor: page.nextCursor }
+      }),
+
+    delete: ({ companyId, id }) =>
+      statement((log) => {
+        const stored = apiTokens.rows.get(id)
+        if (stored === undefined || stored.deleted || stored.token.companyId !== companyId) return false
+        log.set(apiTokens.rows, id, { ...stored, deleted: true })
+        return true
+      }),
+  }
+}

@@ -1,0 +1,41 @@
+import type { LoginFailureRepository } from '../ports/storage.js'
+import type { Statement } from './undo-log.js'
+
+export interface LoginFailureTable {
+  /** Failure times in milliseconds per email key, in the order recorded. */
+  readonly byKey: Map<string, readonly number[]>
+}
+
+export function createLoginFailureTable(): LoginFailureTable {
+  return { byKey: new Map() }
+}
+
+export function createLoginFailureRepository(options: {
+  loginFailures: LoginFailureTable
+  statement: Statement
+}): LoginFailureRepository {
+  const { loginFailures, statement } = options
+
+  const after = (emailKey: string, since: Date): number[] =>
+    (loginFailures.byKey.get(emailKey) ?? []).filter((time) => time > since.getTime())
+
+  return {
+    record: ({ emailKey, at }) =>
+      statement((log) => {
+        log.set(loginFailures.byKey, emailKey, [...(loginFailures.byKey.get(emailKey) ?? []), at.getTime()])
+      }),
+
+    count: ({ emailKey, since }) => statement(() => after(emailKey, since).length),
+
+    oldestSince: ({ emailKey, since }) =>
+      statement(() => {
+        const times = after(emailKey, since)
+        return times.length === 0 ? null : new Date(Math.min(...times)).toISOString()
+      }),
+
+    clear: ({ emailKey }) =>
+      statement((log) => {
+        log.delete(loginFailures.byKey, emailKey)
+      }),
+  }
+}

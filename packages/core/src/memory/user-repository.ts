@@ -1,0 +1,49 @@
+import type { User, UserRepository } from '../ports/storage.js'
+import { snapshot } from './snapshot.js'
+import type { Statement } from './undo-log.js'
+
+export interface UserTable {
+  readonly rows: Map<string, User>
+  /** User ids by lower-cased email: the unique index that makes emails case-insensitive. */
+  readonly byEmail: Map<string, string>
+}
+
+export function createUserTable(): UserTable {
+  return { rows: new Map(), byEmail: new Map() }
+}
+
+function emailIndexKey(email: string): string {
+  return email.toLowerCase()
+}
+
+export function createUserRepository(options: { users: UserTable; statement: Statement }): UserRepository {
+  const { users, statement } = options
+
+  return {
+    create: (input) =>
+      statement((log) => {
+        if (users.rows.has(input.id)) throw new Error(`User ${input.id} already exists`)
+        const key = emailIndexKey(input.email)
+        // The address stays out of the message: errors end up in logs.
+        if (users.byEmail.has(key)) throw new Error('A user with this email already exists')
+        const user = snapshot<User>({
+          id: input.id,
+          email: input.email,
+          companyId: input.companyId,
+          passwordHash: input.passwordHash,
+          createdAt: input.at.toISOString(),
+        })
+        log.set(users.rows, user.id, user)
+        log.set(users.byEmail, key, user.id)
+        return user
+      }),
+
+    findByEmail: ({ email }) =>
+      statement(() => {
+        const id = users.byEmail.get(emailIndexKey(email))
+        return id === undefined ? null : (users.rows.get(id) ?? null)
+      }),
+
+    get: ({ id }) => statement(() => users.rows.get(id) ?? null),
+  }
+}
