@@ -4,6 +4,8 @@ import {
   type Clock,
   createAgentService,
   createIntegrationService,
+  createKnowledgeService,
+  createRandomIds,
   createSystemClock,
   type Switchboard,
 } from '@switchboard/core'
@@ -14,6 +16,7 @@ import { accountRoutes } from './routes/account-routes.js'
 import { agentRoutes } from './routes/agent-routes.js'
 import { billingRoutes } from './routes/billing-routes.js'
 import { integrationRoutes } from './routes/integration-routes.js'
+import { knowledgeRoutes } from './routes/knowledge-routes.js'
 import { sessionRoutes } from './routes/session-routes.js'
 
 export interface RouterOptions {
@@ -53,7 +56,14 @@ export function createRouter(options: RouterOptions): Router {
     connectors: (type) => switchboard.connector(type),
     publicUrl: options.publicUrl,
   })
+  const knowledge = createKnowledgeService({
+    storage: switchboard.storage,
+    knowledge: switchboard.knowledge,
+    clock,
+    ids: createRandomIds(),
+  })
   router.use(agentRoutes(agents, accounts, logger))
+  router.use(knowledgeRoutes(knowledge, accounts, logger))
   router.use(integrationRoutes(integrations, accounts, logger))
   router.use(sessionRoutes(switchboard, accounts, logger))
   router.use(billingRoutes(options.billing, accounts, logger))

@@ -10,6 +10,12 @@ export type { AgentService, AgentServiceOptions } from './agents/agent-service.j
 export { createAgentService } from './agents/agent-service.js'
 export type { Billing, CreateBillingOptions } from './billing/create-billing.js'
 export { createBilling } from './billing/create-billing.js'
+export type { ModelPrice, PriceTable } from './billing/model-prices.js'
+export {
+  createPriceTable,
+  DEFAULT_MODEL_PRICES,
+  DEFAULT_UNKNOWN_MODEL_PRICE,
+} from './billing/model-prices.js'
 export {
   DEFAULT_PIPELINE_NAME,
   DEFAULT_PIPELINE_STAGES,
@@ -158,3 +164,5 @@ export type { PreparedTool, Tool, ToolContext } from './tools/tool.js'
 export { defineTool } from './tools/tool.js'
 export type { VerifyWebhookSignatureOptions } from './webhooks/verify-signature.js'
 export { signWebhookBody, verifyWebhookSignature } from './webhooks/verify-signature.js'
+export type { KnowledgeDocumentView, KnowledgeService } from './knowledge/knowledge-service.js'
+export { createKnowledgeService } from './knowledge/knowledge-service.js'

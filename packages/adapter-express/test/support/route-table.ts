@@ -60,6 +60,13 @@ export const ROUTES: readonly RouteCase[] = [
   { method: 'DELETE', path: '/api/agents/:agentId' },
   {
     method: 'POST',
+    path: '/api/agents/:agentId/knowledge',
+    body: () => ({ title: 'Created in a test', content: 'Some knowledge.' }),
+    fields: ['title', 'content'],
+  },
+  { method: 'GET', path: '/api/agents/:agentId/knowledge' },
+  {
+    method: 'POST',
     path: '/api/integrations',
     body: (own) => ({
       type: 'msgplatform',
@@ -143,5 +150,8 @@ export async function snapshotCompany(server: TestServer, companyId: number): Pr
   const messages = await Promise.all(
     sessions.items.map((session) => storage.messages.list({ sessionId: session.id, limit: 1000 })),
   )
-  return { agents, integrations, sessions, messages }
+  const documents = await Promise.all(
+    agents.items.map((agent) => storage.knowledgeDocuments.list({ companyId, agentId: agent.id, limit: 100 })),
+  )
+  return { agents, integrations, sessions, messages, documents }
 }

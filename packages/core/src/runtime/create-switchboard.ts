@@ -1,5 +1,6 @@
 import { EventEmitter } from 'eventemitter3'
 import type { Result } from 'neverthrow'
+import { createPriceTable, type PriceTable } from '../billing/model-prices.js'
 import type { SwitchboardError } from '../domain/errors.js'
 import type { Clock, IdGenerator } from '../ports/clock.js'
 import type { Connector } from '../ports/connector.js'
@@ -31,6 +32,13 @@ export interface SwitchboardOptions {
   readonly leaseMs?: number
   /** How often to look for due retries and abandoned jobs and deliveries. Default 1 s. */
   readonly pollMs?: number
+  /** What model calls cost; every call's usage is recorded and charged with the turn. */
+  readonly prices?: PriceTable
+  /**
+   * Stop answering for a company whose balance is at or below 0 USD (no model call, no fallback
+   * reply, `CREDITS_EXHAUSTED` on the session). Off by default: an embedding app may not sell credits.
+   */
+  readonly enforceCredits?: boolean
 }
 
 export interface Switchboard {
@@ -71,6 +79,8 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     events,
     logger: options.logger ?? silentLogger,
     leaseMs: options.leaseMs ?? 60_000,
+    prices: options.prices ?? createPriceTable(),
+    enforceCredits: options.enforceCredits ?? false,
   }
   const delivery = createDeliveryService(context)
   const workers = createWorkerPool(context, delivery, {

@@ -62,6 +62,10 @@ export async function processJob(
   const activeAgent = await loadAgent(session.activeAgentId)
   if (activeAgent === null || activeAgent.kind === 'human') return skip()
 
+  if (context.enforceCredits && (await storage.billing.getBalance({ companyId: session.companyId })) <= 0) {
+    return recordCreditsExhausted(context, lease, activeAgent.id)
+  }
+
   const integration = await storage.integrations.get({ id: session.integrationId })
   const connector = integration === null ? undefined : context.connectors.get(integration.type)
   const priorMessages = await storage.messages.history({
@@ -113,6 +117,18 @@ export async function processJob(
         transferring = true
       }
     }
+    for (const call of outcome.usage) {
+      await tx.billing.recordUsage({
+        id: context.ids.uuid(),
+        companyId: current.companyId,
+        sessionId: current.id,
+        model: call.model,
+        inputTokens: call.usage.inputTokens,
+        outputTokens: call.usage.outputTokens,
+        costUsd: context.prices.cost(call.model, call.usage),
+        at: now,
+      })
+    }
     const stored: Message[] = []
     for (const outgoing of outcome.outgoing) {
       const reply = await tx.messages.insert({
@@ -156,6 +172,41 @@ export async function processJob(
     messageId: message.id,
     replied: outcome.outgoing.some((outgoing) => outgoing.role === 'agent') && !value.silenced,
   })
+}
+
+/** No credits left: the message stays stored, nothing answers, and the session says why. */
+async function recordCreditsExhausted(
+  context: RuntimeContext,
+  lease: JobLease,
+  agentId: number,
+): Promise<void> {
+  const error: SessionErrorRecord = {
+    code: 'CREDITS_EXHAUSTED',
+    message: 'the company has no credits left; agents stopped replying',
+    agentId,
+    at: context.clock.now().toISOString(),
+  }
+  const recorded = await updateSession(
+    context.storage,
+    { sessionId: lease.sessionId },
+    async (current, tx) => {
+      if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
+      return {
+        session: {
+          ...current,
+          metadata: { ...current.metadata, errors: [...current.metadata.errors, error] },
+        },
+        value: null,
+      }
+    },
+  )
+  if (recorded.isOk()) {
+    emitSafely(context, 'session-error-recorded', {
+      companyId: recorded.value.session.companyId,
+      sessionId: lease.sessionId,
+      error,
+    })
+  }
 }
 
 function announceOutcome(

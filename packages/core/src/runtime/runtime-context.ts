@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'eventemitter3'
+import type { PriceTable } from '../billing/model-prices.js'
 import type { Clock, IdGenerator } from '../ports/clock.js'
 import type { Connector } from '../ports/connector.js'
 import type { KnowledgeIndex } from '../ports/knowledge-index.js'
@@ -24,6 +25,9 @@ export interface RuntimeContext {
   readonly events: EventEmitter<SwitchboardEvents>
   readonly logger: RuntimeLogger
   readonly leaseMs: number
+  readonly prices: PriceTable
+  /** When true, a company at or below 0 USD gets no model calls (CREDITS_EXHAUSTED). */
+  readonly enforceCredits: boolean
 }
 
 export function emitSafely<Name extends keyof SwitchboardEvents>(

@@ -34,6 +34,8 @@ export interface ConversationHarnessOptions {
   readonly humanTransfer?: boolean
   readonly tools?: readonly Tool[]
   readonly model?: ScriptedModel
+  /** Enforce credits, starting the company with this balance in USD. Not enforced when absent. */
+  readonly creditsUsd?: number
 }
 
 export interface HarnessCustomer {
@@ -141,6 +143,10 @@ export async function createConversationHarness(
     at: clock.now(),
   })
 
+  if (options.creditsUsd !== undefined) {
+    await storage.billing.adjust({ companyId: COMPANY_ID, amountUsd: options.creditsUsd, at: clock.now() })
+  }
+
   let uuid = 0
   const switchboard = createSwitchboard({
     storage,
@@ -148,6 +154,7 @@ export async function createConversationHarness(
     knowledge,
     connectors: [connector],
     tools: options.tools ?? [],
+    enforceCredits: options.creditsUsd !== undefined,
     clock,
     ids: { uuid: () => `00000000-0000-4000-8000-${(++uuid).toString(16).padStart(12, '0')}` },
   })
