@@ -34,7 +34,9 @@ describe('knowledge over HTTP', () => {
     })
     const documentId = (added.body as { id: string }).id
 
-    const listed = await server.request('GET', `/api/agents/${agentId}/knowledge`, { token: company.apiToken })
+    const listed = await server.request('GET', `/api/agents/${agentId}/knowledge`, {
+      token: company.apiToken,
+    })
     expect(listed).toMatchObject({ status: 200, body: { documents: [added.body], nextCursor: null } })
 
     const passages = await server.switchboard.knowledge.search({
@@ -70,7 +72,10 @@ describe('knowledge over HTTP', () => {
       { title: 'x', content: 'x'.repeat(100_001) },
       { content: 'x' },
     ]) {
-      const answer = await server.request('POST', `/api/agents/${agentId}/knowledge`, { token: company.jwt, body })
+      const answer = await server.request('POST', `/api/agents/${agentId}/knowledge`, {
+        token: company.jwt,
+        body,
+      })
       expect(answer.status).toBe(400)
       expect(errorCode(answer.body)).toBe('VALIDATION_ERROR')
     }
@@ -98,8 +103,8 @@ describe('knowledge over HTTP', () => {
       expect(errorCode(answer.body)).toBe('NOT_FOUND')
     }
     const listed = await server.request('GET', `/api/agents/${agentId}/knowledge`, { token: company.jwt })
-    expect((listed.body as { documents: { id: string }[] }).documents.map((document) => document.id)).toContain(
-      documentId,
-    )
+    expect(
+      (listed.body as { documents: { id: string }[] }).documents.map((document) => document.id),
+    ).toContain(documentId)
   })
 })

@@ -80,6 +80,8 @@ export {
   integrationUrl,
   STATUS_HOOK_EVENTS,
 } from './integrations/integration-service.js'
+export type { KnowledgeDocumentView, KnowledgeService } from './knowledge/knowledge-service.js'
+export { createKnowledgeService } from './knowledge/knowledge-service.js'
 export { createMemoryKnowledgeIndex } from './knowledge/memory-knowledge-index.js'
 export { splitPassages } from './knowledge/split-passages.js'
 export { contentWords } from './knowledge/text-words.js'
@@ -164,5 +166,3 @@ export type { PreparedTool, Tool, ToolContext } from './tools/tool.js'
 export { defineTool } from './tools/tool.js'
 export type { VerifyWebhookSignatureOptions } from './webhooks/verify-signature.js'
 export { signWebhookBody, verifyWebhookSignature } from './webhooks/verify-signature.js'
-export type { KnowledgeDocumentView, KnowledgeService } from './knowledge/knowledge-service.js'
-export { createKnowledgeService } from './knowledge/knowledge-service.js'

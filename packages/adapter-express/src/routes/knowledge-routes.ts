@@ -18,7 +18,11 @@ const agentNotFound = switchboardError('NOT_FOUND', 'agent not found')
 const documentNotFound = switchboardError('NOT_FOUND', 'document not found')
 
 /** `/api/agents/{id}/knowledge` (CONTRACT §4). */
-export function knowledgeRoutes(knowledge: KnowledgeService, accounts: Accounts, logger: RouteLogger): Router {
+export function knowledgeRoutes(
+  knowledge: KnowledgeService,
+  accounts: Accounts,
+  logger: RouteLogger,
+): Router {
   const router = Router()
   const auth = requireAuth(accounts, logger)
 
@@ -58,7 +62,11 @@ export function knowledgeRoutes(knowledge: KnowledgeService, accounts: Accounts,
       if (agentId === null) return sendError(response, agentNotFound)
       const documentId = uuidId(String(request.params.documentId))
       if (documentId === null) return sendError(response, documentNotFound)
-      const removed = await knowledge.remove({ companyId: principalOf(response).companyId, agentId, documentId })
+      const removed = await knowledge.remove({
+        companyId: principalOf(response).companyId,
+        agentId,
+        documentId,
+      })
       if (removed.isErr()) return sendError(response, removed.error)
       response.status(204).end()
     }),

@@ -151,7 +151,9 @@ export async function snapshotCompany(server: TestServer, companyId: number): Pr
     sessions.items.map((session) => storage.messages.list({ sessionId: session.id, limit: 1000 })),
   )
   const documents = await Promise.all(
-    agents.items.map((agent) => storage.knowledgeDocuments.list({ companyId, agentId: agent.id, limit: 100 })),
+    agents.items.map((agent) =>
+      storage.knowledgeDocuments.list({ companyId, agentId: agent.id, limit: 100 }),
+    ),
   )
   return { agents, integrations, sessions, messages, documents }
 }

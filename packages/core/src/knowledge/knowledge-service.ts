@@ -21,7 +21,11 @@ export interface KnowledgeService {
     target: { companyId: number; agentId: number },
     page: PageRequest,
   ): Promise<Result<Page<KnowledgeDocumentView>, SwitchboardError>>
-  remove(target: { companyId: number; agentId: number; documentId: string }): Promise<Result<null, SwitchboardError>>
+  remove(target: {
+    companyId: number
+    agentId: number
+    documentId: string
+  }): Promise<Result<null, SwitchboardError>>
 }
 
 const agentNotFound = () => switchboardError('NOT_FOUND', 'agent not found')
