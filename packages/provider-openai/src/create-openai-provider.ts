@@ -1,0 +1,79 @@
+import { type Completion, type CompletionRequest, ConfigError, type LlmProvider } from '@switchboard/core'
+import { OpenAI } from 'openai'
+import { toChatCompletionRequest } from './chat-completion-request.js'
+import { fromChatCompletion } from './chat-completion-result.js'
+
+/** CONTRACT §10: each attempt may take 30 s. */
+export const DEFAULT_TIMEOUT_MS = 30_000
+/** CONTRACT §10: two more attempts after the first on 429 and 5xx. */
+export const DEFAULT_MAX_RETRIES = 2
+
+interface AttemptOptions {
+  /** How long one attempt may take, in milliseconds. Default 30 s. */
+  readonly timeoutMs?: number
+  /**
+   * Attempts after the first, on 429, 5xx (and 408, 409, timeouts and lost connections), waiting
+   * as the server's `retry-after(-ms)` says or with exponential backoff. Default 2.
+   */
+  readonly maxRetries?: number
+}
+
+interface ConnectionOptions {
+  readonly apiKey: string
+  /**
+   * Any OpenAI-compatible server, e.g. `http://localhost:11434/v1`. Default: `OPENAI_BASE_URL`,
+   * else OpenAI's API, as the openai package decides.
+   */
+  readonly baseURL?: string | undefined
+  readonly client?: undefined
+}
+
+interface ClientOptions {
+  /** A client you built yourself (a proxy, custom headers, Azure); timeout and retries still apply per call. */
+  readonly client: OpenAI
+  readonly apiKey?: undefined
+  readonly baseURL?: undefined
+}
+
+export type OpenAiProviderOptions = AttemptOptions & (ConnectionOptions | ClientOptions)
+
+/**
+ * Core's `LlmProvider` on OpenAI's chat completions (or any compatible server). It has no
+ * `classify`: core routes with a `route_decision` json_schema completion on the routing model.
+ * A call that still fails after the retries rejects, and core records `MODEL_UNAVAILABLE`.
+ */
+export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvider {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+    throw new ConfigError(`timeoutMs must be a positive whole number of milliseconds, got ${timeoutMs}`)
+  }
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+    throw new ConfigError(`maxRetries must be a whole number of at least 0, got ${maxRetries}`)
+  }
+  const client = options.client ?? createClient(options, timeoutMs, maxRetries)
+
+  return {
+    name: 'openai',
+    async complete(request: CompletionRequest): Promise<Completion> {
+      const completion = await client.chat.completions.create(toChatCompletionRequest(request), {
+        timeout: timeoutMs,
+        maxRetries,
+        ...(request.signal === undefined ? {} : { signal: request.signal }),
+      })
+      return fromChatCompletion(completion)
+    },
+  }
+}
+
+function createClient(options: ConnectionOptions, timeoutMs: number, maxRetries: number): OpenAI {
+  if (typeof options.apiKey !== 'string' || options.apiKey.trim() === '') {
+    throw new ConfigError('createOpenAiProvider needs an apiKey (or a client of your own)')
+  }
+  return new OpenAI({
+    apiKey: options.apiKey,
+    ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+    timeout: timeoutMs,
+    maxRetries,
+  })
+}
