@@ -14,8 +14,11 @@ afterEach(() => {
 
 /** The server as `npm start` runs it, from sources, in its own process. */
 function startProcess(environment: Record<string, string>) {
+  // The test's own environment may point at a database (CI exports DATABASE_URL); each test says
+  // which storage it wants.
+  const { DATABASE_URL: _database, JWT_SECRET: _secret, ...inherited } = process.env
   const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main], {
-    env: { ...process.env, LOG_LEVEL: 'silent', HOST: '127.0.0.1', PORT: '0', ...environment },
+    env: { ...inherited, LOG_LEVEL: 'silent', HOST: '127.0.0.1', PORT: '0', ...environment },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.push(child)
