@@ -1,0 +1,40 @@
+export type DbKind = 'postgres' | 'pglite'
+
+export type DbRow = Record<string, unknown>
+
+/** Runs one SQL statement at a time: the database itself, or one transaction's connection. */
+export interface DbClient {
+  /**
+   * One statement with `$1…` parameters; answers its rows. Pass dates as ISO strings, arrays and
+   * objects as JSON text cast in SQL (`$1::jsonb`): both drivers then send the same text.
+   */
+  query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]): Promise<Row[]>
+}
+
+/**
+ * The little of PostgreSQL that Switchboard needs, the same for a server reached through `pg` and
+ * for embedded PGlite, so every repository runs the same SQL on both.
+ */
+export interface Db extends DbClient {
+  readonly kind: DbKind
+  /** BEGIN, `fn` on one connection, COMMIT; ROLLBACK and rethrow when `fn` throws. */
+  transaction<T>(fn: (client: DbClient) => Promise<T>): Promise<T>
+  /**
+   * LISTEN on `channel` (a lowercase SQL identifier); resolves once notifications sent from now on
+   * will reach `handler`. The returned function stops this handler.
+   */
+  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>
+  notify(channel: string, payload: string): Promise<void>
+  close(): Promise<void>
+}
+
+const CHANNEL_NAME = /^[a-z_][a-z0-9_]{0,62}$/
+
+/** Channel names go into LISTEN unquoted, so only plain identifiers are accepted. */
+export function assertChannelName(channel: string): void {
+  if (!CHANNEL_NAME.test(channel)) {
+    throw new Error(
+      `Invalid notification channel "${channel}": use lowercase letters, digits and _ (at most 63)`,
+    )
+  }
+}

@@ -1,0 +1,278 @@
+export interface Migration {
+  /** Applied in increasing order; a version once released never changes. */
+  readonly version: number
+  readonly name: string
+  /** One SQL statement each, so both drivers run them through the same extended protocol. */
+  readonly statements: readonly string[]
+}
+
+/**
+ * The schema, as migrations only ever added to: new versions create or add, never drop or
+ * rewrite, so an older process still running against a newer schema keeps working.
+ *
+ * Conventions: `company_id` on every tenant table (the key tenancy filters on), `timestamptz` for
+ * times (written from the injected clock, never `now()`, except columns kept for operators),
+ * `numeric(20, 9)` for money, `bigserial` columns named `insertion` to order rows written in the
+ * same millisecond. Tenant tables carry no foreign key to `companies`: like the memory storage,
+ * the repositories accept any company number, and the accounts service creates the company first.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial schema',
+    statements: [
+      `CREATE TABLE companies (
+        id serial PRIMARY KEY,
+        public_id uuid NOT NULL UNIQUE,
+        name text NOT NULL,
+        created_at timestamptz NOT NULL
+      )`,
+
+      // email_key is the email lower-cased by JavaScript, not by SQL lower(): lower() follows the
+      // database's locale, which differs between servers and PGlite, and the key must find
+      // exactly what the memory storage finds.
+      `CREATE TABLE users (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        email text NOT NULL,
+        email_key text NOT NULL,
+        password_hash text NOT NULL,
+        created_at timestamptz NOT NULL
+      )`,
+      'CREATE UNIQUE INDEX users_email_key_unique ON users (email_key)',
+      'CREATE INDEX users_company ON users (company_id)',
+
+      `CREATE TABLE refresh_tokens (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        token_hash text NOT NULL UNIQUE,
+        user_id uuid NOT NULL REFERENCES users (id),
+        login_id text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        used_at timestamptz,
+        revoked_at timestamptz,
+        created_at timestamptz NOT NULL
+      )`,
+      'CREATE INDEX refresh_tokens_login ON refresh_tokens (login_id)',
+      'CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id)',
+
+      // Deleted tokens stay, so their hash can never be handed out again.
+      `CREATE TABLE api_tokens (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        user_id uuid NOT NULL REFERENCES users (id),
+        name text NOT NULL,
+        token_hash text NOT NULL UNIQUE,
+        created_at timestamptz NOT NULL,
+        deleted_at timestamptz
+      )`,
+      'CREATE INDEX api_tokens_company_live ON api_tokens (company_id, created_at, id) WHERE deleted_at IS NULL',
+      'CREATE INDEX api_tokens_user ON api_tokens (user_id)',
+
+      `CREATE TABLE billing_balances (
+        company_id integer PRIMARY KEY,
+        balance_usd numeric(20, 9) NOT NULL,
+        updated_at timestamptz NOT NULL
+      )`,
+
+      `CREATE TABLE usage_records (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        session_id text NOT NULL,
+        model text NOT NULL,
+        input_tokens integer NOT NULL,
+        output_tokens integer NOT NULL,
+        cost_usd numeric(20, 9) NOT NULL,
+        at timestamptz NOT NULL,
+        insertion bigserial NOT NULL
+      )`,
+      'CREATE INDEX usage_records_newest ON usage_records (company_id, at DESC, insertion DESC)',
+
+      `CREATE TABLE pipelines (
+        id bigserial PRIMARY KEY,
+        company_id integer NOT NULL,
+        name text NOT NULL,
+        is_default boolean NOT NULL,
+        created_at timestamptz NOT NULL
+      )`,
+      'CREATE INDEX pipelines_company ON pipelines (company_id, id)',
+      `CREATE TABLE pipeline_stages (
+        id bigserial PRIMARY KEY,
+        company_id integer NOT NULL,
+        pipeline_id bigint NOT NULL REFERENCES pipelines (id),
+        name text NOT NULL,
+        position integer NOT NULL,
+        UNIQUE (pipeline_id, position)
+      )`,
+
+      `CREATE TABLE login_failures (
+        id bigserial PRIMARY KEY,
+        email_key text NOT NULL,
+        at timestamptz NOT NULL
+      )`,
+      'CREATE INDEX login_failures_key_at ON login_failures (email_key, at)',
+
+      // handoff and routing_config are jsonb: isReferenced searches them with @>.
+      `CREATE TABLE agents (
+        id serial PRIMARY KEY,
+        company_id integer NOT NULL,
+        name text NOT NULL,
+        role text,
+        kind text NOT NULL CHECK (kind IN ('ai', 'human')),
+        system_prompt text NOT NULL,
+        llm_model text NOT NULL,
+        routing_model text,
+        routing_config jsonb,
+        max_depth integer NOT NULL,
+        handoff jsonb NOT NULL,
+        fallback_reply text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      )`,
+      'CREATE INDEX agents_company ON agents (company_id, id)',
+
+      `CREATE TABLE integrations (
+        id bigserial PRIMARY KEY,
+        company_id integer NOT NULL,
+        type text NOT NULL,
+        name text NOT NULL,
+        active boolean NOT NULL,
+        entry_agent_id integer NOT NULL,
+        config jsonb NOT NULL,
+        webhook_secret text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      )`,
+      'CREATE INDEX integrations_company ON integrations (company_id, id)',
+      'CREATE INDEX integrations_entry_agent ON integrations (company_id, entry_agent_id)',
+
+      // metadata is json, not jsonb: json keeps keys in the order written, and the shared
+      // context's facts reach the prompt in the order they were saved.
+      `CREATE TABLE sessions (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        integration_id bigint NOT NULL,
+        client_id text NOT NULL,
+        customer jsonb NOT NULL,
+        state text NOT NULL CHECK (state IN ('ongoing', 'paused', 'closed')),
+        active_agent_id integer NOT NULL,
+        entry_agent_id integer NOT NULL,
+        metadata json NOT NULL,
+        pause_state jsonb,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        version integer NOT NULL,
+        insertion bigserial NOT NULL
+      )`,
+      `CREATE UNIQUE INDEX sessions_one_open_per_customer
+        ON sessions (integration_id, client_id) WHERE state <> 'closed'`,
+      'CREATE INDEX sessions_company_newest ON sessions (company_id, created_at DESC, insertion DESC)',
+      'CREATE INDEX sessions_integration_newest ON sessions (integration_id, created_at DESC, insertion DESC)',
+
+      `CREATE TABLE messages (
+        id uuid PRIMARY KEY,
+        sequence bigserial NOT NULL UNIQUE,
+        company_id integer NOT NULL,
+        session_id uuid NOT NULL REFERENCES sessions (id),
+        integration_id bigint NOT NULL,
+        role text NOT NULL CHECK (role IN ('customer', 'agent', 'operator', 'system')),
+        text text NOT NULL,
+        agent_id integer,
+        at timestamptz NOT NULL,
+        external_id text,
+        delivery text CHECK (delivery IN ('pending', 'sent', 'failed', 'blocked')),
+        CONSTRAINT messages_external_id_unique UNIQUE (integration_id, external_id)
+      )`,
+      'CREATE INDEX messages_session_sequence ON messages (session_id, sequence)',
+
+      // Finished jobs stay (state done or dead) with their last error, and keep their message
+      // from ever getting a second job.
+      `CREATE TABLE jobs (
+        id bigserial PRIMARY KEY,
+        company_id integer NOT NULL,
+        session_id uuid NOT NULL REFERENCES sessions (id),
+        message_id uuid NOT NULL UNIQUE REFERENCES messages (id),
+        state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'done', 'dead')),
+        available_at timestamptz NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        lease_token text,
+        leased_until timestamptz,
+        last_error text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        finished_at timestamptz
+      )`,
+      `CREATE INDEX jobs_queued ON jobs (id) WHERE state = 'queued'`,
+      `CREATE INDEX jobs_queued_by_session ON jobs (session_id, id) WHERE state = 'queued'`,
+
+      `CREATE TABLE outbox (
+        message_id uuid PRIMARY KEY REFERENCES messages (id),
+        company_id integer NOT NULL,
+        session_id uuid NOT NULL,
+        integration_id bigint NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        available_at timestamptz NOT NULL,
+        lease_token text,
+        leased_until timestamptz,
+        insertion bigserial NOT NULL
+      )`,
+      'CREATE INDEX outbox_due ON outbox (available_at, insertion)',
+      'CREATE INDEX outbox_session ON outbox (session_id)',
+
+      `CREATE TABLE webhook_logs (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        integration_id bigint NOT NULL,
+        received_at timestamptz NOT NULL,
+        http_status integer NOT NULL,
+        outcome text NOT NULL,
+        reason text,
+        session_id text,
+        message_id text,
+        insertion bigserial NOT NULL
+      )`,
+      'CREATE INDEX webhook_logs_newest ON webhook_logs (integration_id, received_at DESC, insertion DESC)',
+
+      // words are the passage's content words as core's contentWords() finds them; the tsvector
+      // is built from them as they are (no parser, no stemming), so a search matches exactly the
+      // passages the memory index matches, whatever the alphabet.
+      `CREATE TABLE knowledge_passages (
+        id bigserial PRIMARY KEY,
+        company_id integer NOT NULL,
+        agent_id integer NOT NULL,
+        document_id text NOT NULL,
+        position integer NOT NULL,
+        text text NOT NULL,
+        words text[] NOT NULL,
+        search tsvector GENERATED ALWAYS AS (array_to_tsvector(words)) STORED,
+        UNIQUE (company_id, document_id, position)
+      )`,
+      'CREATE INDEX knowledge_passages_agent ON knowledge_passages (company_id, agent_id)',
+      'CREATE INDEX knowledge_passages_search ON knowledge_passages USING gin (search)',
+
+      // Event payloads too big for a NOTIFY (8000 bytes) wait here for their subscribers.
+      `CREATE TABLE event_payloads (
+        id bigserial PRIMARY KEY,
+        topic text NOT NULL,
+        payload text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now()
+      )`,
+      'CREATE INDEX event_payloads_created ON event_payloads (created_at)',
+    ],
+  },
+  {
+    version: 2,
+    name: 'knowledge documents',
+    statements: [
+      `CREATE TABLE knowledge_documents (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        agent_id integer NOT NULL,
+        title text NOT NULL,
+        content text NOT NULL,
+        created_at timestamptz NOT NULL,
+        insertion bigserial NOT NULL
+      )`,
+      'CREATE INDEX knowledge_documents_agent ON knowledge_documents (company_id, agent_id, insertion)',
+    ],
+  },
+]

@@ -1,0 +1,56 @@
+import type { Page } from '@switchboard/core'
+
+/** Cursors are base64url JSON, so callers treat them as opaque and URLs carry them unescaped. */
+export function encodeCursor(position: unknown): string {
+  return Buffer.from(JSON.stringify(position)).toString('base64url')
+}
+
+/** Undefined when the cursor is not one this store wrote. */
+export function decodeCursor(cursor: string): unknown {
+  try {
+    return JSON.parse(Buffer.from(cursor, 'base64url').toString())
+  } catch {
+    return undefined
+  }
+}
+
+export function isNumberTuple(value: unknown, length: number): value is number[] {
+  return (
+    Array.isArray(value) &&
+    value.length === length &&
+    value.every((entry) => typeof entry === 'number' && Number.isFinite(entry))
+  )
+}
+
+export function assertPageLimit(limit: number): void {
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new RangeError(`Page limit must be a positive integer, got ${limit}`)
+}
+
+/**
+ * A page from rows fetched with `LIMIT limit + 1`: the extra row only says that another page
+ * follows.
+ */
+export function takePage<Row, T>(
+  rows: readonly Row[],
+  limit: number,
+  itemOf: (row: Row) => T,
+  cursorOf: (row: Row) => string,
+): Page<T> {
+  const kept = rows.slice(0, limit)
+  const last = kept.at(-1)
+  return {
+    items: kept.map(itemOf),
+    nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null,
+  }
+}
+
+export function emptyPage<T>(): Page<T> {
+  return { items: [], nextCursor: null }
+}
+
+/** The timestamp parameter of a cursor's millisecond time; null when no date has that time. */
+export function cursorTime(ms: number): string | null {
+  const date = new Date(ms)
+  return Number.isNaN(date.getTime()) ? null : date.toISOString()
+}

@@ -1,0 +1,220 @@
+import pg from 'pg'
+import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
+import { createMutex } from './mutex.js'
+
+export interface PgDbOptions extends pg.PoolConfig {
+  /**
+   * Told about errors nobody awaits: an idle pooled connection or the LISTEN connection that
+   * broke, a notification handler that threw. By default they are dropped; the pool replaces the
+   * connection and the LISTEN connection reconnects.
+   */
+  readonly onError?: (error: unknown) => void
+}
+
+const RECONNECT_FIRST_DELAY_MS = 250
+const RECONNECT_MAX_DELAY_MS = 10_000
+
+/** A `Db` on a PostgreSQL server: a `pg.Pool` for statements, one more connection for LISTEN. */
+export function createPgDb(options: PgDbOptions): Db {
+  const { onError = () => {}, ...poolConfig } = options
+  const pool = new pg.Pool(poolConfig)
+  // Without a listener, an idle connection that breaks would crash the process.
+  pool.on('error', onError)
+  const listener = createListener(poolConfig, onError)
+  let closed = false
+
+  const run = async <Row extends object>(
+    queryable: pg.Pool | pg.PoolClient,
+    sql: string,
+    params: readonly unknown[] = [],
+  ): Promise<Row[]> => {
+    const result = await queryable.query(sql, [...params])
+    return result.rows as Row[]
+  }
+
+  return {
+    kind: 'postgres',
+
+    query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) => {
+      if (closed) return Promise.reject(new Error('The database is closed'))
+      return run<Row>(pool, sql, params)
+    },
+
+    async transaction(fn) {
+      if (closed) throw new Error('The database is closed')
+      const connection = await pool.connect()
+      let open = true
+      const client: DbClient = {
+        query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) =>
+          open
+            ? run<Row>(connection, sql, params)
+            : // The connection is back in the pool by now, serving somebody else's transaction.
+              Promise.reject(new Error('The transaction is already over; use the storage instead')),
+      }
+      try {
+        await connection.query('BEGIN')
+        const result = await fn(client)
+        await connection.query('COMMIT')
+        open = false
+        connection.release()
+        return result
+      } catch (error) {
+        open = false
+        try {
+          await connection.query('ROLLBACK')
+          connection.release()
+        } catch (rollbackError) {
+          // A connection that cannot roll back is broken: drop it instead of pooling it.
+          connection.release(rollbackError instanceof Error ? rollbackError : true)
+        }
+        throw error
+      }
+    },
+
+    listen: (channel, handler) => {
+      if (closed) return Promise.reject(new Error('The database is closed'))
+      return listener.listen(channel, handler)
+    },
+
+    async notify(channel, payload) {
+      assertChannelName(channel)
+      await run(pool, 'SELECT pg_notify($1, $2)', [channel, payload])
+    },
+
+    async close() {
+      if (closed) return
+      closed = true
+      await listener.close()
+      await pool.end()
+    },
+  }
+}
+
+interface Subscription {
+  readonly handler: (payload: string) => void
+}
+
+interface Listener {
+  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>
+  close(): Promise<void>
+}
+
+/**
+ * One connection outside the pool that holds every LISTEN of this `Db`; pooled connections come
+ * and go, so they cannot. When it breaks it reconnects with backoff and listens again;
+ * notifications sent meanwhile are lost, which is why job workers poll as well.
+ */
+function createListener(config: pg.ClientConfig, onError: (error: unknown) => void): Listener {
+  const channels = new Map<string, Set<Subscription>>()
+  const mutex = createMutex()
+  let client: pg.Client | null = null
+  let closed = false
+  let reconnectTimer: ReturnType<typeof setTimeout> | null = null
+  let reconnectDelay = RECONNECT_FIRST_DELAY_MS
+
+  const deliver = (channel: string, payload: string): void => {
+    for (const subscription of [...(channels.get(channel) ?? [])]) {
+      try {
+        subscription.handler(payload)
+      } catch (error) {
+        onError(error)
+      }
+    }
+  }
+
+  const lost = (which: pg.Client): void => {
+    if (client !== which) return
+    client = null
+    which.end().catch(() => {})
+    scheduleReconnect()
+  }
+
+  const connect = async (): Promise<pg.Client> => {
+    const next = new pg.Client(config)
+    next.on('notification', (message) => deliver(message.channel, message.payload ?? ''))
+    next.on('error', (error) => {
+      onError(error)
+      lost(next)
+    })
+    next.on('end', () => lost(next))
+    try {
+      await next.connect()
+      for (const channel of channels.keys()) await next.query(`LISTEN ${channel}`)
+    } catch (error) {
+      next.end().catch(() => {})
+      throw error
+    }
+    return next
+  }
+
+  const scheduleReconnect = (): void => {
+    if (closed || reconnectTimer !== null || channels.size === 0) return
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = null
+      mutex
+        .run(async () => {
+          if (closed || client !== null || channels.size === 0) return
+          client = await connect()
+          reconnectDelay = RECONNECT_FIRST_DELAY_MS
+        })
+        .catch((error: unknown) => {
+          onError(error)
+          reconnectDelay = Math.min(reconnectDelay * 2, RECONNECT_MAX_DELAY_MS)
+          scheduleReconnect()
+        })
+    }, reconnectDelay)
+    // Waiting to reconnect is no reason to keep the process alive.
+    reconnectTimer.unref?.()
+  }
+
+  const unlisten = (channel: string, subscription: Subscription): Promise<void> =>
+    mutex.run(async () => {
+      const subscriptions = channels.get(channel)
+      if (subscriptions === undefined || !subscriptions.delete(subscription)) return
+      if (subscriptions.size > 0) return
+      channels.delete(channel)
+      if (client !== null && !closed) {
+        await client.query(`UNLISTEN ${channel}`).catch(onError)
+      }
+    })
+
+  return {
+    listen(channel, handler) {
+      assertChannelName(channel)
+      const subscription: Subscription = { handler }
+      return mutex.run(async () => {
+        if (closed) throw new Error('The database is closed')
+        const existing = channels.get(channel)
+        const subscriptions = existing ?? new Set<Subscription>()
+        subscriptions.add(subscription)
+        if (existing === undefined) channels.set(channel, subscriptions)
+        try {
+          if (client === null) {
+            // A new connection listens to every channel in the map, this one included.
+            client = await connect()
+            reconnectDelay = RECONNECT_FIRST_DELAY_MS
+          } else if (existing === undefined) {
+            await client.query(`LISTEN ${channel}`)
+          }
+        } catch (error) {
+          subscriptions.delete(subscription)
+          if (subscriptions.size === 0) channels.delete(channel)
+          // Channels listened to before still want their connection back.
+          scheduleReconnect()
+          throw error
+        }
+        return () => unlisten(channel, subscription)
+      })
+    },
+
+    close: () =>
+      mutex.run(async () => {
+        closed = true
+        if (reconnectTimer !== null) clearTimeout(reconnectTimer)
+        channels.clear()
+        const current = client
+        client = null
+        await current?.end().catch(() => {})
+      }),
+  }
+}

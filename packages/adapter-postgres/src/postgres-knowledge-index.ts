@@ -1,0 +1,147 @@
+import { contentWords, type KnowledgeIndex, type KnowledgePassage, splitPassages } from '@switchboard/core'
+import type { Db } from './db.js'
+import { ensureMigrated } from './migrate.js'
+import { isIntegerId, toInteger } from './sql-values.js'
+
+export interface PostgresKnowledgeIndexOptions {
+  /** The caller closes it. */
+  readonly db: Db
+}
+
+/** Okapi BM25's usual constants, the memory index's: how fast repeats stop adding, how much length matters. */
+const TERM_SATURATION = 1.2
+const LENGTH_NORMALISATION = 0.75
+
+/** The first key of the advisory lock that makes two adds of one document wait for each other. */
+const DOCUMENT_LOCK_KEY = 1_935_762_042
+
+interface Candidate {
+  readonly documentId: string
+  readonly text: string
+  readonly wordCounts: ReadonlyMap<string, number>
+  readonly length: number
+}
+
+/**
+ * A knowledge index on PostgreSQL full-text search. Passages and their content words are found
+ * exactly as core's memory index finds them (`splitPassages`, `contentWords`); the words become a
+ * `tsvector` as they are, so the GIN index answers "which passages share a word with the query"
+ * without stemming or a locale. Those passages are then ranked with the memory index's BM25 over
+ * the searched agent's passages, so both indexes answer the same passages in the same order.
+ */
+export async function createPostgresKnowledgeIndex(
+  options: PostgresKnowledgeIndexOptions,
+): Promise<KnowledgeIndex> {
+  const { db } = options
+  await ensureMigrated(db)
+
+  return {
+    async add(document) {
+      const passages = splitPassages(document.content).map((text) => ({ text, words: contentWords(text) }))
+      await db.transaction(async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
+          DOCUMENT_LOCK_KEY,
+          `${document.companyId}:${document.documentId}`,
+        ])
+        // Removed and added again, so a replaced document ranks after older ones on ties, as a
+        // fresh insertion would in the memory index.
+        await client.query('DELETE FROM knowledge_passages WHERE company_id = $1 AND document_id = $2', [
+          document.companyId,
+          document.documentId,
+        ])
+        if (passages.length === 0) return
+        await client.query(
+          `INSERT INTO knowledge_passages (company_id, agent_id, document_id, position, text, words)
+          SELECT $1, $2, $3, passage.position - 1, passage.value ->> 'text',
+            ARRAY(SELECT jsonb_array_elements_text(passage.value -> 'words'))
+          FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS passage (value, position)
+          ORDER BY passage.position`,
+          [document.companyId, document.agentId, document.documentId, JSON.stringify(passages)],
+        )
+      })
+    },
+
+    async remove({ companyId, documentId }) {
+      if (!isIntegerId(companyId)) return
+      await db.query('DELETE FROM knowledge_passages WHERE company_id = $1 AND document_id = $2', [
+        companyId,
+        documentId,
+      ])
+    },
+
+    async search({ companyId, agentId, query, limit }) {
+      const queryWords = [...new Set(contentWords(query))]
+      if (queryWords.length === 0 || !(limit >= 1)) return []
+      if (!isIntegerId(companyId) || !isIntegerId(agentId)) return []
+      // Content words are letters only, so quoting each one makes a valid tsquery of them all.
+      const tsquery = queryWords.map((word) => `'${word}'`).join(' | ')
+      // The agent's passage count and word total come from the same statement, so they describe
+      // the same snapshot as the matching passages.
+      const rows = await db.query<Row>(
+        `SELECT document_id, text, words,
+          (SELECT count(*) FROM knowledge_passages WHERE company_id = $1 AND agent_id = $2) AS passages,
+          (SELECT coalesce(sum(cardinality(words)), 0) FROM knowledge_passages
+            WHERE company_id = $1 AND agent_id = $2) AS total_words
+        FROM knowledge_passages
+        WHERE company_id = $1 AND agent_id = $2 AND search @@ $3::tsquery
+        ORDER BY id`,
+        [companyId, agentId, tsquery],
+      )
+      const [first] = rows
+      if (first === undefined) return []
+      const passageCount = toInteger(first.passages)
+      const averageLength = toInteger(first.total_words) / passageCount
+      return rank(rows.map(candidateOf), queryWords, { passageCount, averageLength }).slice(
+        0,
+        Math.floor(limit),
+      )
+    },
+  }
+}
+
+interface Row {
+  readonly document_id: string
+  readonly text: string
+  readonly words: string[]
+  readonly passages: unknown
+  readonly total_words: unknown
+}
+
+function candidateOf(row: Row): Candidate {
+  const wordCounts = new Map<string, number>()
+  for (const word of row.words) wordCounts.set(word, (wordCounts.get(word) ?? 0) + 1)
+  return { documentId: row.document_id, text: row.text, wordCounts, length: row.words.length }
+}
+
+/**
+ * The memory index's BM25, over the passages that share a word with the query: every passage
+ * holding a query word is among them, so they are enough to count how many passages hold each
+ * word. Ties keep the order of `candidates` (document insertion, then passage position).
+ */
+function rank(
+  candidates: readonly Candidate[],
+  queryWords: readonly string[],
+  statistics: { passageCount: number; averageLength: number },
+): KnowledgePassage[] {
+  const { passageCount, averageLength } = statistics
+  const weights = new Map<string, number>()
+  for (const word of queryWords) {
+    const containing = candidates.filter((candidate) => candidate.wordCounts.has(word)).length
+    weights.set(word, Math.log(1 + (passageCount - containing + 0.5) / (containing + 0.5)))
+  }
+  const scored = candidates.map((candidate, position) => {
+    let score = 0
+    for (const [word, weight] of weights) {
+      const count = candidate.wordCounts.get(word) ?? 0
+      if (count === 0) continue
+      const lengthFactor =
+        1 - LENGTH_NORMALISATION + (LENGTH_NORMALISATION * candidate.length) / averageLength
+      score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
+    }
+    return { passage: { documentId: candidate.documentId, text: candidate.text, score }, position }
+  })
+  return scored
+    .filter(({ passage }) => passage.score > 0)
+    .sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)
+    .map(({ passage }) => passage)
+}

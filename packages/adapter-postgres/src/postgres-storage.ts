@@ -1,0 +1,103 @@
+import type { Repositories, Storage } from '@switchboard/core'
+import { JOBS_CHANNEL, scopedChannel } from './channels.js'
+import type { Db, DbClient, DbRow } from './db.js'
+import { ensureMigrated } from './migrate.js'
+import { createAgentRepository } from './storage/agent-repository.js'
+import { createApiTokenRepository } from './storage/api-token-repository.js'
+import { createBillingRepository } from './storage/billing-repository.js'
+import { createCompanyRepository } from './storage/company-repository.js'
+import { createIntegrationRepository } from './storage/integration-repository.js'
+import { type AvailabilityListeners, createJobQueue } from './storage/job-queue.js'
+import { createKnowledgeDocumentRepository } from './storage/knowledge-document-repository.js'
+import { createLoginFailureRepository } from './storage/login-failure-repository.js'
+import { createMessageRepository } from './storage/message-repository.js'
+import { createOutboxRepository } from './storage/outbox-repository.js'
+import { createPipelineRepository } from './storage/pipeline-repository.js'
+import { createRefreshTokenRepository } from './storage/refresh-token-repository.js'
+import { createSessionRepository } from './storage/session-repository.js'
+import { createUserRepository } from './storage/user-repository.js'
+import { createWebhookLogRepository } from './storage/webhook-log-repository.js'
+
+export interface PostgresStorageOptions {
+  /** Shared with the event bus and the knowledge index if you like; the caller closes it. */
+  readonly db: Db
+}
+
+/**
+ * Switchboard's `Storage` in PostgreSQL or PGlite. Migrates the schema first (once per `Db`), and
+ * listens for job notifications so `jobs.onAvailable` hears of work committed by any process.
+ * Repositories used directly run each call as its own statement; inside `transaction(fn)` they
+ * share one connection and commit together. `close()` stops this storage, not the `Db`.
+ */
+export async function createPostgresStorage(options: PostgresStorageOptions): Promise<Storage> {
+  const { db } = options
+  await ensureMigrated(db)
+  const channel = await scopedChannel(db, JOBS_CHANNEL)
+
+  const listeners = new Set<() => void>()
+  const availability: AvailabilityListeners = {
+    add(listener) {
+      listeners.add(listener)
+      return () => {
+        listeners.delete(listener)
+      }
+    },
+  }
+  const stopListening = await db.listen(channel, () => {
+    // One microtask each, as the memory storage does; a listener only wakes a worker, so one
+    // that throws is ignored rather than allowed to crash the process or silence the others.
+    for (const listener of [...listeners]) {
+      queueMicrotask(() => {
+        try {
+          listener()
+        } catch {}
+      })
+    }
+  })
+
+  let closed = false
+  const assertOpen = (): void => {
+    if (closed) throw new Error('The storage is closed')
+  }
+  const alone: DbClient = {
+    query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) => {
+      assertOpen()
+      return db.query<Row>(sql, params)
+    },
+  }
+
+  const repositoriesOf = (client: DbClient): Repositories => ({
+    agents: createAgentRepository(client),
+    integrations: createIntegrationRepository(client),
+    sessions: createSessionRepository(client),
+    messages: createMessageRepository(client),
+    outbox: createOutboxRepository(client),
+    jobs: createJobQueue({ client, channel, listeners: availability }),
+    companies: createCompanyRepository(client),
+    users: createUserRepository(client),
+    refreshTokens: createRefreshTokenRepository(client),
+    apiTokens: createApiTokenRepository(client),
+    billing: createBillingRepository(client),
+    pipelines: createPipelineRepository(client),
+    loginFailures: createLoginFailureRepository(client),
+    webhookLogs: createWebhookLogRepository(client),
+    knowledgeDocuments: createKnowledgeDocumentRepository(client),
+  })
+
+  return {
+    kind: db.kind,
+    ...repositoriesOf(alone),
+
+    async transaction(fn) {
+      assertOpen()
+      return db.transaction((client) => fn(repositoriesOf(client)))
+    },
+
+    async close() {
+      if (closed) return
+      closed = true
+      listeners.clear()
+      await stopListening()
+    },
+  }
+}

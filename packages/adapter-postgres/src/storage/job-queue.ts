@@ -1,0 +1,153 @@
+import type { JobLease, JobQueue } from '@switchboard/core'
+import type { DbClient, DbRow } from '../db.js'
+import { isBigintId, isUuid, timeParameter, toInteger } from '../sql-values.js'
+import { sessionLockSql } from './session-lock.js'
+
+/** Whoever waits for jobs in this process; the storage feeds it from LISTEN. */
+export interface AvailabilityListeners {
+  add(listener: () => void): () => void
+}
+
+function leaseOf(row: DbRow, token: string): JobLease {
+  return {
+    jobId: String(row.id),
+    companyId: toInteger(row.company_id),
+    sessionId: String(row.session_id),
+    messageId: String(row.message_id),
+    attempts: toInteger(row.attempts),
+    token,
+  }
+}
+
+/**
+ * The job queue in the `jobs` table. A job is `queued` until its holder completes it (`done`) or
+ * gives up on it (`dead`). Only a session's earliest queued job can be leased, and only while no
+ * live lease holds it, so a session's jobs run one at a time and in order.
+ *
+ * Every change that can make a job available sends `NOTIFY` on `channel` in the writing
+ * transaction; PostgreSQL delivers it at commit and drops it on rollback, so listeners hear of
+ * committed work only.
+ */
+export function createJobQueue(options: {
+  client: DbClient
+  channel: string
+  listeners: AvailabilityListeners
+}): JobQueue {
+  const { client, channel, listeners } = options
+
+  return {
+    async enqueue(input) {
+      // The session's lock makes its jobs commit in id order (see session-lock.ts).
+      const [row] = await client.query<{ id: unknown }>(
+        `WITH queued AS (
+          INSERT INTO jobs (company_id, session_id, message_id, available_at)
+          SELECT $1, $2::uuid, $3::uuid, $4::timestamptz FROM ${sessionLockSql('$2')}
+          ON CONFLICT DO NOTHING
+          RETURNING id
+        )
+        SELECT queued.id, pg_notify($5, '') FROM queued`,
+        [input.companyId, input.sessionId, input.messageId, timeParameter(input.availableAt), channel],
+      )
+      if (row === undefined) throw new Error(`Message ${input.messageId} already has a job`)
+    },
+
+    async lease({ now, leaseMs, token }) {
+      // One statement. The inner SELECT finds the oldest job that heads its session's queue, is due
+      // and has no live lease, and locks it; SKIP LOCKED lets concurrent workers pass over a job
+      // another worker is taking or finishing. A later job of the session is never a candidate
+      // while an earlier one is queued, and a row whose lock was waited for is re-checked as its
+      // holder left it, so two workers never hold one session.
+      const [row] = await client.query(
+        `UPDATE jobs SET lease_token = $2, leased_until = $3::timestamptz
+        WHERE id = (
+          SELECT candidate.id FROM jobs candidate
+          WHERE candidate.state = 'queued'
+            AND candidate.available_at <= $1::timestamptz
+            AND (candidate.lease_token IS NULL OR candidate.leased_until <= $1::timestamptz)
+            AND NOT EXISTS (
+              SELECT 1 FROM jobs earlier
+              WHERE earlier.session_id = candidate.session_id AND earlier.state = 'queued'
+                AND earlier.id < candidate.id
+            )
+          ORDER BY candidate.id
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id, company_id, session_id, message_id, attempts`,
+        [timeParameter(now), token, timeParameter(new Date(now.getTime() + leaseMs))],
+      )
+      return row === undefined ? null : leaseOf(row, token)
+    },
+
+    async renew({ jobId, token, now, leaseMs }) {
+      if (!isBigintId(jobId)) return false
+      const rows = await client.query(
+        `UPDATE jobs SET leased_until = $3::timestamptz
+        WHERE id = $1::bigint AND lease_token = $2 AND state = 'queued' RETURNING id`,
+        [jobId, token, timeParameter(new Date(now.getTime() + leaseMs))],
+      )
+      return rows.length > 0
+    },
+
+    async complete({ jobId, token }) {
+      if (!isBigintId(jobId)) return false
+      return finish(client, channel, { jobId, token, state: 'done', error: null })
+    },
+
+    async fail({ jobId, token, retryAt, dead, error }) {
+      if (!isBigintId(jobId)) return false
+      if (dead) return finish(client, channel, { jobId, token, state: 'dead', error })
+      const rows = await client.query(
+        `WITH retried AS (
+          UPDATE jobs SET attempts = attempts + 1, available_at = $3::timestamptz, lease_token = NULL,
+            leased_until = NULL, last_error = $4
+          WHERE id = $1::bigint AND lease_token = $2 AND state = 'queued'
+          RETURNING id
+        )
+        SELECT retried.id, pg_notify($5, '') FROM retried`,
+        [jobId, token, timeParameter(retryAt), error, channel],
+      )
+      return rows.length > 0
+    },
+
+    async pending({ sessionId }) {
+      if (sessionId !== undefined && !isUuid(sessionId)) return 0
+      const [row] = await client.query(
+        `SELECT count(*) AS pending FROM jobs
+        WHERE state = 'queued' AND ($1::uuid IS NULL OR session_id = $1::uuid)`,
+        [sessionId ?? null],
+      )
+      return toInteger(row?.pending ?? 0)
+    },
+
+    onAvailable: (listener) => listeners.add(listener),
+  }
+}
+
+/**
+ * Completes or buries a job its holder still holds. When the session has another job queued,
+ * that job is no longer held back: NOTIFY, in the same statement and transaction.
+ */
+async function finish(
+  client: DbClient,
+  channel: string,
+  options: { jobId: string; token: string; state: 'done' | 'dead'; error: string | null },
+): Promise<boolean> {
+  const [row] = await client.query<{ finished: unknown }>(
+    `WITH finished AS (
+      UPDATE jobs SET state = $3, finished_at = now(), last_error = coalesce($4, last_error),
+        attempts = attempts + CASE WHEN $3 = 'dead' THEN 1 ELSE 0 END
+      WHERE id = $1::bigint AND lease_token = $2 AND state = 'queued'
+      RETURNING session_id
+    ), woken AS (
+      SELECT pg_notify($5, '') FROM finished
+      WHERE EXISTS (
+        SELECT 1 FROM jobs next
+        WHERE next.session_id = finished.session_id AND next.state = 'queued' AND next.id <> $1::bigint
+      )
+    )
+    SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM woken) AS woken`,
+    [options.jobId, options.token, options.state, options.error, channel],
+  )
+  return toInteger(row?.finished ?? 0) > 0
+}

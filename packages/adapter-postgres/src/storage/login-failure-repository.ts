@@ -1,0 +1,34 @@
+import type { LoginFailureRepository } from '@switchboard/core'
+import type { DbClient } from '../db.js'
+import { timeParameter, toInteger, toIso } from '../sql-values.js'
+
+export function createLoginFailureRepository(client: DbClient): LoginFailureRepository {
+  return {
+    async record({ emailKey, at }) {
+      await client.query('INSERT INTO login_failures (email_key, at) VALUES ($1, $2::timestamptz)', [
+        emailKey,
+        timeParameter(at),
+      ])
+    },
+
+    async count({ emailKey, since }) {
+      const [row] = await client.query(
+        'SELECT count(*) AS failures FROM login_failures WHERE email_key = $1 AND at > $2::timestamptz',
+        [emailKey, timeParameter(since)],
+      )
+      return toInteger(row?.failures ?? 0)
+    },
+
+    async oldestSince({ emailKey, since }) {
+      const [row] = await client.query(
+        'SELECT min(at) AS oldest FROM login_failures WHERE email_key = $1 AND at > $2::timestamptz',
+        [emailKey, timeParameter(since)],
+      )
+      return row === undefined || row.oldest === null ? null : toIso(row.oldest)
+    },
+
+    async clear({ emailKey }) {
+      await client.query('DELETE FROM login_failures WHERE email_key = $1', [emailKey])
+    },
+  }
+}

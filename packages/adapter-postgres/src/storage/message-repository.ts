@@ -1,0 +1,121 @@
+import type { Delivery, Message, MessageRepository, MessageRole } from '@switchboard/core'
+import type { DbClient, DbRow } from '../db.js'
+import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { sessionLockSql } from './session-lock.js'
+
+const COLUMNS = 'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, delivery'
+
+function messageOf(row: DbRow): Message {
+  return {
+    id: String(row.id),
+    companyId: toInteger(row.company_id),
+    sessionId: String(row.session_id),
+    role: row.role as MessageRole,
+    text: String(row.text),
+    ...present('agentId', row.agent_id === null ? null : toInteger(row.agent_id)),
+    at: toIso(row.at),
+    sequence: toInteger(row.sequence),
+    ...present('externalId', row.external_id as string | null),
+    ...present('delivery', row.delivery as Delivery | null),
+  }
+}
+
+export function createMessageRepository(client: DbClient): MessageRepository {
+  return {
+    async insert(input) {
+      const [row] = await client.query(
+        `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
+          delivery)
+        SELECT $1::uuid, $2, $3::uuid, $4::bigint, $5, $6, $7, $8::timestamptz, $9, $10
+        FROM ${sessionLockSql('$3')}
+        ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
+        [
+          input.id,
+          input.companyId,
+          input.sessionId,
+          input.integrationId,
+          input.role,
+          input.text,
+          input.agentId ?? null,
+          timeParameter(input.at),
+          input.externalId ?? null,
+          input.delivery ?? null,
+        ],
+      )
+      if (row === undefined) {
+        throw new Error(
+          input.externalId === undefined
+            ? `Message ${input.id} already exists`
+            : `Message ${input.id} exists, or message ${input.externalId} of integration ${input.integrationId} is already stored`,
+        )
+      }
+      return messageOf(row)
+    },
+
+    async get({ id, companyId }) {
+      if (!isUuid(id)) return null
+      const [row] = await client.query(
+        `SELECT ${COLUMNS} FROM messages WHERE id = $1::uuid AND ($2::integer IS NULL OR company_id = $2)`,
+        [id, companyId ?? null],
+      )
+      return row === undefined ? null : messageOf(row)
+    },
+
+    async findByExternalId({ integrationId, externalId }) {
+      if (!isBigintId(integrationId)) return null
+      const [row] = await client.query(
+        `SELECT ${COLUMNS} FROM messages
+        WHERE integration_id = $1::bigint AND external_id = $2`,
+        [integrationId, externalId],
+      )
+      return row === undefined ? null : messageOf(row)
+    },
+
+    async list({ sessionId, afterSequence, limit }) {
+      if (!isUuid(sessionId) || limit <= 0) return []
+      const rows = await client.query(
+        `SELECT ${COLUMNS} FROM messages
+        WHERE session_id = $1::uuid AND ($2::bigint IS NULL OR sequence > $2)
+        ORDER BY sequence LIMIT $3`,
+        [sessionId, afterSequence ?? null, Math.floor(limit)],
+      )
+      return rows.map(messageOf)
+    },
+
+    async history({ sessionId, currentSequence, limit }) {
+      if (!isUuid(sessionId) || limit <= 0) return []
+      const rows = await client.query(
+        `SELECT * FROM (
+          SELECT ${COLUMNS} FROM messages
+          WHERE session_id = $1::uuid
+            AND sequence <> $2
+            AND NOT (role = 'customer' AND sequence > $2)
+            AND role IN ('customer', 'agent', 'operator')
+            AND delivery IS DISTINCT FROM 'blocked'
+          ORDER BY sequence DESC LIMIT $3
+        ) recent ORDER BY sequence`,
+        [sessionId, currentSequence, Math.floor(limit)],
+      )
+      return rows.map(messageOf)
+    },
+
+    async setDelivery({ id, delivery }) {
+      if (!isUuid(id)) return
+      await client.query('UPDATE messages SET delivery = $2 WHERE id = $1::uuid', [id, delivery])
+    },
+
+    async blockPending({ sessionId, roles }) {
+      if (!isUuid(sessionId) || roles.length === 0) return []
+      const rows = await client.query<{ id: string; sequence: unknown }>(
+        `UPDATE messages SET delivery = 'blocked'
+        WHERE session_id = $1::uuid AND delivery = 'pending'
+          AND role IN (SELECT jsonb_array_elements_text($2::jsonb))
+        RETURNING id, sequence`,
+        [sessionId, JSON.stringify(roles)],
+      )
+      return rows
+        .sort((left, right) => toInteger(left.sequence) - toInteger(right.sequence))
+        .map((row) => String(row.id))
+    },
+  }
+}

@@ -1,0 +1,111 @@
+import type { OutboxItem, OutboxRepository } from '@switchboard/core'
+import type { DbClient, DbRow } from '../db.js'
+import { isUuid, timeParameter, toInteger, toIso } from '../sql-values.js'
+
+const COLUMNS = 'message_id, session_id, company_id, integration_id, attempts, lease_token'
+
+/** Waiting and not held by a live lease: the condition every claim re-checks on the locked row. */
+const CLAIMABLE = `available_at <= $1::timestamptz AND (lease_token IS NULL OR leased_until <= $1::timestamptz)`
+
+function itemOf(row: DbRow): OutboxItem {
+  return {
+    messageId: String(row.message_id),
+    sessionId: String(row.session_id),
+    companyId: toInteger(row.company_id),
+    integrationId: String(row.integration_id),
+    attempts: toInteger(row.attempts),
+    leaseToken: String(row.lease_token),
+  }
+}
+
+function leaseEnd(now: Date, leaseMs: number): string {
+  return timeParameter(new Date(now.getTime() + leaseMs))
+}
+
+export function createOutboxRepository(client: DbClient): OutboxRepository {
+  return {
+    async add(input) {
+      const rows = await client.query(
+        `INSERT INTO outbox (message_id, session_id, company_id, integration_id, available_at)
+        VALUES ($1::uuid, $2::uuid, $3, $4::bigint, $5::timestamptz)
+        ON CONFLICT DO NOTHING RETURNING message_id`,
+        [
+          input.messageId,
+          input.sessionId,
+          input.companyId,
+          input.integrationId,
+          timeParameter(input.availableAt),
+        ],
+      )
+      if (rows.length === 0) throw new Error(`Message ${input.messageId} is already in the outbox`)
+    },
+
+    async claim({ messageId, now, leaseMs, leaseToken }) {
+      if (!isUuid(messageId)) return null
+      // Concurrent claims queue on the row lock and re-check the condition on the row as the
+      // winner left it, so exactly one gets it.
+      const [row] = await client.query(
+        `UPDATE outbox SET lease_token = $3, leased_until = $4::timestamptz
+        WHERE message_id = $2::uuid AND ${CLAIMABLE}
+        RETURNING ${COLUMNS}`,
+        [timeParameter(now), messageId, leaseToken, leaseEnd(now, leaseMs)],
+      )
+      return row === undefined ? null : itemOf(row)
+    },
+
+    async claimDue({ now, limit, leaseMs, leaseToken }) {
+      const count = Math.floor(limit)
+      if (!(count >= 1)) return []
+      // SKIP LOCKED: workers claiming at once take different messages instead of queueing.
+      const rows = await client.query(
+        `UPDATE outbox SET lease_token = $2, leased_until = $3::timestamptz
+        WHERE message_id IN (
+          SELECT message_id FROM outbox WHERE ${CLAIMABLE}
+          ORDER BY available_at, insertion
+          LIMIT $4
+          FOR UPDATE SKIP LOCKED
+        )
+        RETURNING ${COLUMNS}, available_at, insertion`,
+        [timeParameter(now), leaseToken, leaseEnd(now, leaseMs), count],
+      )
+      return rows
+        .sort(
+          (left, right) =>
+            Date.parse(toIso(left.available_at)) - Date.parse(toIso(right.available_at)) ||
+            toInteger(left.insertion) - toInteger(right.insertion),
+        )
+        .map(itemOf)
+    },
+
+    async remove({ messageId, leaseToken }) {
+      if (!isUuid(messageId)) return false
+      const rows = await client.query(
+        'DELETE FROM outbox WHERE message_id = $1::uuid AND lease_token = $2 RETURNING message_id',
+        [messageId, leaseToken],
+      )
+      return rows.length > 0
+    },
+
+    async retryLater({ messageId, leaseToken, attempts, availableAt }) {
+      if (!isUuid(messageId)) return false
+      const rows = await client.query(
+        `UPDATE outbox SET attempts = $3, available_at = $4::timestamptz, lease_token = NULL, leased_until = NULL
+        WHERE message_id = $1::uuid AND lease_token = $2 RETURNING message_id`,
+        [messageId, leaseToken, attempts, timeParameter(availableAt)],
+      )
+      return rows.length > 0
+    },
+
+    async removeForSession({ sessionId }) {
+      if (!isUuid(sessionId)) return []
+      // Claimed ones too: the session is closed, so their worker's remove or retry finds nothing.
+      const rows = await client.query<{ message_id: string; insertion: unknown }>(
+        'DELETE FROM outbox WHERE session_id = $1::uuid RETURNING message_id, insertion',
+        [sessionId],
+      )
+      return rows
+        .sort((left, right) => toInteger(left.insertion) - toInteger(right.insertion))
+        .map((row) => String(row.message_id))
+    },
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * The first key of the per-session advisory lock (`pg_advisory_xact_lock(key, hashtext(session))`).
+ * Two-key advisory locks never meet the one-key lock of the migrations.
+ */
+export const SESSION_LOCK_KEY = 1_935_762_041
+
+/**
+ * SQL that takes the session's transaction-scoped lock, for a `FROM` clause. Message inserts and
+ * enqueues of one session take it, so they commit in the order their sequence numbers were drawn:
+ * without it, a job could be drawn an earlier id yet commit after a later one was leased, and
+ * two jobs of one session would run at once. Sessions whose ids hash alike merely wait for
+ * each other.
+ */
+export function sessionLockSql(sessionIdParameter: string): string {
+  return `(SELECT pg_advisory_xact_lock(${SESSION_LOCK_KEY}, hashtext(${sessionIdParameter}::text))) AS session_lock`
+}

@@ -1,0 +1,88 @@
+import {
+  WEBHOOK_LOGS_KEPT_PER_INTEGRATION,
+  type WebhookLog,
+  type WebhookLogRepository,
+  type WebhookOutcome,
+} from '@switchboard/core'
+import type { DbClient, DbRow } from '../db.js'
+import {
+  assertPageLimit,
+  cursorTime,
+  decodeCursor,
+  emptyPage,
+  encodeCursor,
+  isNumberTuple,
+  takePage,
+} from '../paging.js'
+import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+
+const COLUMNS = 'id, received_at, http_status, outcome, reason, session_id, message_id, insertion'
+
+function webhookLogOf(row: DbRow): WebhookLog {
+  return {
+    id: String(row.id),
+    receivedAt: toIso(row.received_at),
+    httpStatus: toInteger(row.http_status),
+    outcome: row.outcome as WebhookOutcome,
+    ...present('reason', row.reason as string | null),
+    ...present('sessionId', row.session_id as string | null),
+    ...present('messageId', row.message_id as string | null),
+  }
+}
+
+export function createWebhookLogRepository(client: DbClient): WebhookLogRepository {
+  return {
+    async add(log) {
+      const added = await client.query(
+        `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
+          session_id, message_id)
+        VALUES ($1::uuid, $2, $3::bigint, $4::timestamptz, $5, $6, $7, $8, $9)
+        ON CONFLICT DO NOTHING RETURNING id`,
+        [
+          log.id,
+          log.companyId,
+          log.integrationId,
+          timeParameter(log.receivedAt),
+          log.httpStatus,
+          log.outcome,
+          log.reason ?? null,
+          log.sessionId ?? null,
+          log.messageId ?? null,
+        ],
+      )
+      if (added.length === 0) throw new Error(`Webhook log ${log.id} already exists`)
+      // A second statement, so that it sees the entry just added. Outside a transaction a crash in
+      // between leaves one entry too many, which the next add removes.
+      await client.query(
+        `DELETE FROM webhook_logs
+        WHERE integration_id = $1::bigint AND (received_at, insertion) < (
+          SELECT received_at, insertion FROM webhook_logs WHERE integration_id = $1::bigint
+          ORDER BY received_at DESC, insertion DESC OFFSET $2 LIMIT 1
+        )`,
+        [log.integrationId, WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 1],
+      )
+    },
+
+    async list({ companyId, integrationId, limit, cursor }) {
+      assertPageLimit(limit)
+      if (!isBigintId(integrationId)) return emptyPage<WebhookLog>()
+      let after: [string, number] | null = null
+      if (cursor !== undefined) {
+        const position = decodeCursor(cursor)
+        const time = isNumberTuple(position, 2) ? cursorTime(position[0]!) : null
+        if (time === null) return emptyPage<WebhookLog>()
+        after = [time, (position as number[])[1]!]
+      }
+      const rows = await client.query(
+        `SELECT ${COLUMNS} FROM webhook_logs
+        WHERE integration_id = $1::bigint AND company_id = $2
+          AND ($3::timestamptz IS NULL OR (received_at, insertion) < ($3::timestamptz, $4::bigint))
+        ORDER BY received_at DESC, insertion DESC LIMIT $5`,
+        [integrationId, companyId, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+      )
+      return takePage(rows, limit, webhookLogOf, (row) =>
+        encodeCursor([Date.parse(toIso(row.received_at)), toInteger(row.insertion)]),
+      )
+    },
+  }
+}

@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { KnowledgeIndex, Storage } from '@switchboard/core'
+import {
+  runEventBusConformance,
+  runJobQueueConformance,
+  runKnowledgeIndexConformance,
+  runStorageConformance,
+} from '@switchboard/core/testing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  createPgliteDb,
+  createPostgresEventBus,
+  createPostgresKnowledgeIndex,
+  createPostgresStorage,
+  type Db,
+  type DbClient,
+  migrate,
+} from '../src/index.js'
+import { runAdapterCases } from './support/adapter-cases.js'
+
+// One PGlite for the whole file: each instance costs seconds and hundreds of megabytes. It is
+// file-backed, so the last test can reopen it as a restarted process would.
+let dataDir: string
+let db: Db
+let storage: Storage
+let knowledge: KnowledgeIndex
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'switchboard-pglite-'))
+  db = await createPgliteDb({ dataDir })
+  storage = await createPostgresStorage({ db })
+  knowledge = await createPostgresKnowledgeIndex({ db })
+})
+
+afterAll(async () => {
+  await storage?.close()
+  await db?.close()
+  if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true })
+})
+
+// The suites share the storage, so they must not close it after each test.
+const shared = { cleanup: async () => {} }
+
+runStorageConformance('PGlite', () => storage, shared)
+runJobQueueConformance('PGlite', () => storage, shared)
+runEventBusConformance('PGlite', () => createPostgresEventBus({ db }), {
+  // PGlite is one connection in one process: a second bus on it is the closest to another process.
+  createSecondBus: () => createPostgresEventBus({ db }),
+})
+runKnowledgeIndexConformance('PGlite', () => knowledge)
+
+describe('PGlite adapter', () => {
+  runAdapterCases({ db: () => db, storage: () => storage })
+
+  it('migrates an empty schema from scratch, once, when asked twice at the same time', async () => {
+    const schema = `migration_${Date.now()}`
+    await db.query(`CREATE SCHEMA ${schema}`)
+    // PGlite has one connection, so the fresh schema is chosen per transaction, not per session.
+    const inSchema: Db = {
+      ...db,
+      transaction: (fn) =>
+        db.transaction(async (client: DbClient) => {
+          await client.query(`SET LOCAL search_path TO ${schema}`)
+          return fn(client)
+        }),
+    }
+    try {
+      const results = await Promise.all([migrate({ db: inSchema }), migrate({ db: inSchema })])
+      expect(results.map((result) => result.applied).sort()).toEqual([[], [1, 2]])
+      const tables = await db.query<{ count: unknown }>(
+        'SELECT count(*) AS count FROM information_schema.tables WHERE table_schema = $1',
+        [schema],
+      )
+      expect(Number(tables[0]?.count)).toBeGreaterThan(15)
+    } finally {
+      await db.query(`DROP SCHEMA ${schema} CASCADE`)
+    }
+  })
+
+  it('keeps everything in its data folder across a restart', async () => {
+    const company = await storage.companies.create({
+      companyName: 'Restart Ltd',
+      publicId: randomUUID(),
+      at: new Date('2030-01-01T00:00:00.000Z'),
+    })
+    await storage.close()
+    await db.close()
+
+    db = await createPgliteDb({ dataDir })
+    storage = await createPostgresStorage({ db })
+    expect(await storage.companies.get({ id: company.id })).toEqual(company)
+  })
+})

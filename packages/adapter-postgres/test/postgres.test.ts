@@ -1,0 +1,260 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { JobLease, KnowledgeIndex, Session, Storage } from '@switchboard/core'
+import {
+  runEventBusConformance,
+  runJobQueueConformance,
+  runKnowledgeIndexConformance,
+  runStorageConformance,
+} from '@switchboard/core/testing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  createPgDb,
+  createPostgresEventBus,
+  createPostgresKnowledgeIndex,
+  createPostgresStorage,
+  type Db,
+  migrate,
+} from '../src/index.js'
+import { runAdapterCases } from './support/adapter-cases.js'
+
+const connectionString = process.env.DATABASE_URL
+
+/** Every run gets a schema of its own, so runs sharing the server see neither rows nor channels of another. */
+function connectTo(schema: string, max = 10): Db {
+  return createPgDb({ connectionString, max, options: `-c search_path=${schema}` })
+}
+
+describe.runIf(connectionString !== undefined && connectionString !== '')('PostgreSQL', () => {
+  const schema = `switchboard_test_${randomBytes(6).toString('hex')}`
+  let admin: Db
+  let db: Db
+  let secondDb: Db
+  let storage: Storage
+  let knowledge: KnowledgeIndex
+
+  beforeAll(async () => {
+    admin = createPgDb({ connectionString, max: 2 })
+    await admin.query(`CREATE SCHEMA ${schema}`)
+    db = connectTo(schema)
+    secondDb = connectTo(schema, 2)
+    storage = await createPostgresStorage({ db })
+    knowledge = await createPostgresKnowledgeIndex({ db })
+  })
+
+  afterAll(async () => {
+    await storage?.close()
+    await Promise.all([db?.close(), secondDb?.close()])
+    await admin?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+    await admin?.close()
+  })
+
+  const shared = { cleanup: async () => {} }
+
+  runStorageConformance('PostgreSQL', () => storage, shared)
+  runJobQueueConformance('PostgreSQL', () => storage, shared)
+  runEventBusConformance('PostgreSQL', () => createPostgresEventBus({ db }), {
+    // Another pool with its own LISTEN connection, as another process would have.
+    createSecondBus: () => createPostgresEventBus({ db: secondDb }),
+  })
+  runKnowledgeIndexConformance('PostgreSQL', () => knowledge)
+
+  describe('PostgreSQL adapter', () => {
+    runAdapterCases({ db: () => db, storage: () => storage })
+
+    it('migrates an empty schema once when two processes start at the same moment', async () => {
+      const fresh = `switchboard_migrate_${randomBytes(6).toString('hex')}`
+      await admin.query(`CREATE SCHEMA ${fresh}`)
+      const first = connectTo(fresh, 2)
+      const second = connectTo(fresh, 2)
+      try {
+        const results = await Promise.all([migrate({ db: first }), migrate({ db: second })])
+        expect(results.map((result) => result.applied).sort()).toEqual([[], [1, 2]])
+        expect(await migrate({ db: first })).toEqual({ applied: [] })
+        const rows = await first.query<{ version: number }>('SELECT version FROM schema_migrations')
+        expect(rows.map((row) => Number(row.version)).sort()).toEqual([1, 2])
+      } finally {
+        await Promise.all([first.close(), second.close()])
+        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
+      }
+    })
+
+    it('hears of jobs enqueued through another pool, as another process would enqueue them', async () => {
+      const other = await createPostgresStorage({ db: secondDb })
+      let woken = 0
+      const stop = storage.jobs.onAvailable(() => {
+        woken += 1
+      })
+      try {
+        const company = await other.companies.create({
+          companyName: 'Wake',
+          publicId: randomUUID(),
+          at: new Date(),
+        })
+        const session = await openSession(other, company.id)
+        await receive(other, session)
+        await expect.poll(() => woken, { timeout: 5_000 }).toBeGreaterThan(0)
+        // Done with, so the next test's workers find only their own jobs due.
+        const leased = await storage.jobs.lease({ now: new Date(), leaseMs: 30_000, token: 'wake' })
+        expect(leased?.sessionId).toBe(session.id)
+        expect(await storage.jobs.complete({ jobId: leased!.jobId, token: 'wake' })).toBe(true)
+      } finally {
+        stop()
+        await other.close()
+      }
+    })
+
+    it('listens again when its LISTEN connection is cut, as when the server restarts', async () => {
+      const channel = `switchboard_jobs__${schema}`
+      let woken = 0
+      const stop = storage.jobs.onAvailable(() => {
+        woken += 1
+      })
+      try {
+        const terminated = await admin.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+          WHERE query ~ $1 AND pg_terminate_backend(pid)`,
+          [`^(UN)?LISTEN switchboard_[a-z]+__${schema}$`],
+        )
+        // This storage's connection, and the second pool's if an earlier test made it listen.
+        expect(terminated.length).toBeGreaterThan(0)
+        const deadline = Date.now() + 10_000
+        while (woken === 0 && Date.now() < deadline) {
+          await secondDb.notify(channel, '')
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        }
+        expect(woken).toBeGreaterThan(0)
+      } finally {
+        stop()
+      }
+    })
+
+    it('never lets two workers of two processes hold one session, under concurrent ingest and leasing', async () => {
+      const processes = [storage, await createPostgresStorage({ db: secondDb })]
+      const company = await storage.companies.create({
+        companyName: 'Load',
+        publicId: randomUUID(),
+        at: new Date(),
+      })
+      const sessions: Session[] = []
+      for (let index = 0; index < 30; index++) sessions.push(await openSession(storage, company.id))
+
+      // Both processes receive messages of every session at once, so enqueues of one session race.
+      const receiving = Promise.all(
+        sessions.flatMap((session, index) =>
+          Array.from({ length: 5 }, (_, turn) => receive(processes[(index + turn) % 2]!, session)),
+        ),
+      )
+
+      const holders = new Map<string, string>()
+      const processed = new Map<string, number[]>(sessions.map((session) => [session.id, []]))
+      const violations: string[] = []
+      const total = sessions.length * 5
+      let done = 0
+      let tokens = 0
+      const worker = async (queue: Storage): Promise<void> => {
+        const deadline = Date.now() + 30_000
+        while (done < total && Date.now() < deadline) {
+          tokens += 1
+          const token = `token-${tokens}`
+          const leased: JobLease | null = await queue.jobs.lease({ now: new Date(), leaseMs: 30_000, token })
+          if (leased === null) {
+            await new Promise((resolve) => setTimeout(resolve, 2))
+            continue
+          }
+          const holder = holders.get(leased.sessionId)
+          if (holder !== undefined)
+            violations.push(`${leased.sessionId} leased to ${token} while ${holder} held it`)
+          holders.set(leased.sessionId, token)
+          const message = await queue.messages.get({ id: leased.messageId })
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 3))
+          processed.get(leased.sessionId)!.push(message!.sequence)
+          holders.delete(leased.sessionId)
+          const completed = await queue.transaction((tx) => tx.jobs.complete({ jobId: leased.jobId, token }))
+          if (!completed) violations.push(`${token} lost its lease`)
+          done += 1
+        }
+      }
+      await Promise.all([
+        receiving,
+        ...Array.from({ length: 12 }, (_, index) => worker(processes[index % 2]!)),
+      ])
+      await processes[1]!.close()
+
+      expect(violations).toEqual([])
+      expect(done).toBe(total)
+      for (const session of sessions) {
+        const sequences = processed.get(session.id)!
+        expect(sequences).toHaveLength(5)
+        // In arrival order: the order the messages committed in, which their sequence numbers follow.
+        expect(sequences).toEqual([...sequences].sort((left, right) => left - right))
+        expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
+      }
+    })
+  })
+})
+
+async function openSession(storage: Storage, companyId: number): Promise<Session> {
+  const at = new Date()
+  const agent = await storage.agents.create({
+    companyId,
+    name: 'Worker test',
+    kind: 'ai',
+    systemPrompt: '',
+    llmModel: 'gpt-4o-mini',
+    maxDepth: 3,
+    handoff: {
+      enabled: false,
+      allowedTargets: [],
+      announceHandoff: true,
+      handoffMessageTemplate: '',
+      messageHistoryDepth: 15,
+      msgplatform: { sendSystemMessage: true },
+    },
+    fallbackReply: null,
+    at,
+  })
+  const integration = await storage.integrations.create({
+    companyId,
+    type: 'webchat',
+    name: 'chat',
+    active: true,
+    entryAgentId: agent.id,
+    config: {},
+    webhookSecret: null,
+    at,
+  })
+  return storage.sessions.create({
+    id: randomUUID(),
+    companyId,
+    integrationId: integration.id,
+    customer: { clientId: randomUUID() },
+    state: 'ongoing',
+    activeAgentId: agent.id,
+    entryAgentId: agent.id,
+    metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
+    createdAt: at.toISOString(),
+    updatedAt: at.toISOString(),
+  })
+}
+
+/** Ingest's shape: the message and its job in one transaction. */
+async function receive(storage: Storage, session: Session): Promise<void> {
+  await storage.transaction(async (tx) => {
+    const at = new Date()
+    const message = await tx.messages.insert({
+      id: randomUUID(),
+      companyId: session.companyId,
+      sessionId: session.id,
+      integrationId: session.integrationId,
+      role: 'customer',
+      text: 'hello',
+      at,
+    })
+    await tx.jobs.enqueue({
+      companyId: session.companyId,
+      sessionId: session.id,
+      messageId: message.id,
+      availableAt: at,
+    })
+  })
+}

@@ -1,0 +1,70 @@
+import { randomUUID } from 'node:crypto'
+import type { EventBus, Storage } from '@switchboard/core'
+import { expect, it } from 'vitest'
+import { createPostgresEventBus, type Db, MIGRATIONS, migrate } from '../../src/index.js'
+
+export interface AdapterCaseContext {
+  readonly db: () => Db
+  readonly storage: () => Storage
+}
+
+async function waitFor(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+/** What this adapter promises beyond core's conformance suites, on either driver. */
+export function runAdapterCases(context: AdapterCaseContext): void {
+  it('migrations only create and add: no statement drops, truncates, deletes or rewrites', () => {
+    const destructive = /\b(DROP|TRUNCATE|DELETE|RENAME|ALTER\s+COLUMN|UPDATE)\b/i
+    for (const migration of MIGRATIONS) {
+      for (const statement of migration.statements) expect(statement).not.toMatch(destructive)
+    }
+    const versions = MIGRATIONS.map((migration) => migration.version)
+    expect(new Set(versions).size).toBe(versions.length)
+  })
+
+  it('applies nothing when migrated again, however often and however many at once', async () => {
+    const results = await Promise.all([migrate({ db: context.db() }), migrate({ db: context.db() })])
+    expect(results).toEqual([{ applied: [] }, { applied: [] }])
+    const rows = await context
+      .db()
+      .query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
+    expect(rows.map((row) => Number(row.version))).toEqual(MIGRATIONS.map((migration) => migration.version))
+  })
+
+  it('reports the driver as the storage kind', () => {
+    expect(context.storage().kind).toBe(context.db().kind)
+  })
+
+  it('delivers an event payload too big for one NOTIFY, in order with the small ones', async () => {
+    const publisher = await createPostgresEventBus({ db: context.db() })
+    const subscriber = await createPostgresEventBus({ db: context.db() })
+    const buses: EventBus[] = [publisher, subscriber]
+    try {
+      const topic = `big-${randomUUID()}`
+      const received: unknown[] = []
+      await subscriber.subscribe(topic, (payload) => received.push(payload))
+      const big = { text: 'Привет 👋 '.repeat(2_000), n: 2 }
+
+      await publisher.publish(topic, { n: 1 })
+      await publisher.publish(topic, big)
+      await publisher.publish(topic, { n: 3 })
+
+      await waitFor(() => received.length === 3, 'three messages')
+      expect(received).toEqual([{ n: 1 }, big, { n: 3 }])
+    } finally {
+      await Promise.all(buses.map((bus) => bus.close()))
+    }
+  })
+
+  it('does not close the database when the storage or a bus closes', async () => {
+    const bus = await createPostgresEventBus({ db: context.db() })
+    await bus.close()
+    const rows = await context.db().query<{ one: number }>('SELECT 1 AS one')
+    expect(rows).toEqual([{ one: 1 }])
+  })
+}
