@@ -4,11 +4,14 @@ import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { createArgon2PasswordHasher, createJoseTokenSigner, createRouter } from '@switchboard/adapter-express'
 import {
+  createMsgPlatformConnector,
+  createMsgPlatformWebhookHandler,
+} from '@switchboard/connector-msgplatform'
+import { createWebchatServer, webchatAssets } from '@switchboard/connector-webchat'
+import {
   type Connector,
   createAccounts,
   createBilling,
-  createMemoryKnowledgeIndex,
-  createMemoryStorage,
   createOfflineProvider,
   createSwitchboard,
   type LlmProvider,
@@ -16,10 +19,12 @@ import {
   type Switchboard,
   type Tool,
 } from '@switchboard/core'
+import { createOpenAiProvider } from '@switchboard/provider-openai'
 import express from 'express'
 import { type Logger, pino } from 'pino'
 import type { ServerConfig } from './config.js'
 import { loadOrCreateJwtSecret } from './jwt-secret.js'
+import { openStorage } from './open-storage.js'
 
 export interface ReferenceServerOptions {
   readonly logger?: Logger
@@ -42,6 +47,7 @@ export interface ReferenceServer {
 }
 
 const DRAIN_TIMEOUT_MS = 10_000
+const OPENAI_API_URL = 'https://api.openai.com/v1'
 
 /** Builds the whole service from the SDK and starts listening. */
 export async function startReferenceServer(
@@ -49,14 +55,15 @@ export async function startReferenceServer(
   options: ReferenceServerOptions = {},
 ): Promise<ReferenceServer> {
   const logger = options.logger ?? pino({ level: config.logLevel })
-  if (config.databaseUrl !== undefined) {
-    throw new Error(
-      'DATABASE_URL is set, but this build has no PostgreSQL storage yet; unset it to use memory',
-    )
-  }
-  const storage = createMemoryStorage()
-  const knowledge = createMemoryKnowledgeIndex()
+  const opened = await openStorage(config, logger)
+  const { storage, knowledge, eventBus } = opened
   let model = options.model
+  if (model === undefined && config.openAiApiKey !== undefined) {
+    // Given explicitly, so the URL logged is the one used whatever else the environment holds.
+    const baseUrl = config.openAiBaseUrl ?? OPENAI_API_URL
+    model = createOpenAiProvider({ apiKey: config.openAiApiKey, baseURL: baseUrl })
+    logger.info({ model: 'openai', baseUrl }, 'agents answer with the OpenAI provider')
+  }
   if (model === undefined) {
     model = createOfflineProvider()
     logger.warn(
@@ -69,8 +76,11 @@ export async function startReferenceServer(
     storage,
     model,
     knowledge,
-    connectors: options.connectors ?? [],
+    // Given connectors come last, so one of the same type replaces the built-in one.
+    connectors: [createMsgPlatformConnector(), ...(options.connectors ?? [])],
     tools: options.tools ?? [],
+    // The service sells credits: a company at 0 USD gets no more answers (CONTRACT §9).
+    enforceCredits: true,
     logger: {
       warn: (object, message) => logger.warn(object, message),
       error: (object, message) => logger.error(object, message),
@@ -110,6 +120,23 @@ export async function startReferenceServer(
     next()
   })
 
+  // The webchat widget and a page to try it (CONTRACT §7); its WebSocket is attached below.
+  const webchatPage = webchatAssets()
+  app.get('/widget.js', (_request, response) => {
+    response
+      .type('application/javascript')
+      .set('cache-control', 'public, max-age=300')
+      .send(webchatPage.widgetJs)
+  })
+  app.get('/demo/webchat', (request, response) => {
+    const integrationId = request.query.integration
+    if (typeof integrationId !== 'string' || !/^[1-9][0-9]{0,17}$/.test(integrationId)) {
+      response.status(400).type('text/plain').send('Open /demo/webchat?integration=<webchat integration id>')
+      return
+    }
+    response.type('html').send(webchatPage.demoHtml({ integrationId }))
+  })
+
   const tls = config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined
   const server: Server = tls
     ? createHttpsServer(
@@ -139,8 +166,29 @@ export async function startReferenceServer(
       billing,
       publicUrl,
       logger: { error: (object, message) => logger.error(object, message) },
+      webhooks: {
+        msgplatform: createMsgPlatformWebhookHandler({
+          switchboard,
+          logger: {
+            warn: (object, message) => logger.warn(object, message),
+            error: (object, message) => logger.error(object, message),
+          },
+        }),
+      },
+      requireHttps: config.production,
     }),
   )
+
+  // Replies reach the visitor's socket over the event bus, whichever process ran the turn.
+  const webchat = createWebchatServer({
+    switchboard,
+    eventBus,
+    server,
+    logger: {
+      warn: (object, message) => logger.warn(object, message),
+      error: (object, message) => logger.error(object, message),
+    },
+  })
 
   let closing: Promise<void> | null = null
   return {
@@ -153,9 +201,11 @@ export async function startReferenceServer(
         const closed = new Promise<void>((resolve) => server.close(() => resolve()))
         server.closeIdleConnections()
         await switchboard.stop({ timeoutMs: DRAIN_TIMEOUT_MS })
+        // After the drain, so replies of the last turns still reach the widgets.
+        await webchat.close()
         server.closeAllConnections()
         await closed
-        await storage.close()
+        await opened.close()
       })()
       return closing
     },

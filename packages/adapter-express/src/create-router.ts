@@ -8,6 +8,7 @@ import {
   createRandomIds,
   createSystemClock,
   type Switchboard,
+  type WebhookReceiver,
 } from '@switchboard/core'
 import { Router } from 'express'
 import type { RouteLogger } from './handle.js'
@@ -18,6 +19,7 @@ import { billingRoutes } from './routes/billing-routes.js'
 import { integrationRoutes } from './routes/integration-routes.js'
 import { knowledgeRoutes } from './routes/knowledge-routes.js'
 import { sessionRoutes } from './routes/session-routes.js'
+import { webhookRoutes } from './routes/webhook-routes.js'
 
 export interface RouterOptions {
   readonly switchboard: Switchboard
@@ -28,6 +30,13 @@ export interface RouterOptions {
   readonly logger?: RouteLogger
   /** Timestamps of agents and integrations; the system clock unless a test drives time. */
   readonly clock?: Clock
+  /**
+   * Webhook receivers by connector type, served at `POST|GET /webhook/{type}/{integrationId}`,
+   * e.g. `{ msgplatform: createMsgPlatformWebhookHandler({ switchboard }) }`.
+   */
+  readonly webhooks?: Readonly<Record<string, WebhookReceiver>>
+  /** Answer webhooks that did not arrive over HTTPS with 403 `HTTPS_REQUIRED` (production). */
+  readonly requireHttps?: boolean
 }
 
 const quietLogger: RouteLogger = { error: () => undefined }
@@ -45,6 +54,14 @@ export function createRouter(options: RouterOptions): Router {
     response.json({ ok: true, storage: options.switchboard.storage.kind })
   })
 
+  // Before the JSON parser: webhook signatures are checked over the raw bytes.
+  router.use(
+    webhookRoutes({
+      receivers: options.webhooks ?? {},
+      requireHttps: options.requireHttps ?? false,
+      logger,
+    }),
+  )
   router.use(jsonBody)
   router.use(accountRoutes(options.accounts, logger))
   const { switchboard, accounts } = options

@@ -1,29 +1,65 @@
-import { createSecretKey, type KeyObject } from 'node:crypto'
+import { webcrypto } from 'node:crypto'
 import type { AccessTokenClaims, TokenSigner } from '@switchboard/core'
 import { jwtVerify, SignJWT } from 'jose'
 
 const MIN_SECRET_BYTES = 32
+const DEFAULT_VERIFIED_CACHE_SIZE = 10_000
+
+export interface JoseTokenSignerOptions {
+  /** At least 32 bytes. */
+  readonly secret: string
+  /**
+   * How many verified tokens to remember (10,000 unless set; 0 remembers none). A client sends
+   * the same access token with every request for up to an hour, and checking its signature again
+   * each time was a fifth of what an authenticated read cost.
+   */
+  readonly verifiedCacheSize?: number
+}
 
 /**
  * HS256 access tokens with jose: `sub` user, `cid` company, `sid` login, `iat`, `exp`. The key is
  * imported once; verification pins the algorithm, so `alg: none` or any other is refused.
  */
-export function createJoseTokenSigner(options: { secret: string }): TokenSigner {
+export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSigner {
   if (Buffer.byteLength(options.secret) < MIN_SECRET_BYTES) {
     throw new TypeError(`the JWT secret must be at least ${MIN_SECRET_BYTES} bytes`)
   }
-  const key: KeyObject = createSecretKey(Buffer.from(options.secret))
+  const cacheSize = options.verifiedCacheSize ?? DEFAULT_VERIFIED_CACHE_SIZE
+  if (!Number.isSafeInteger(cacheSize) || cacheSize < 0) {
+    throw new TypeError(`verifiedCacheSize must be a whole number, 0 or more, got ${cacheSize}`)
+  }
+  // A WebCrypto key, the only kind jose uses: given a KeyObject or bytes, it imports a new
+  // CryptoKey on every call.
+  const key: Promise<webcrypto.CryptoKey> = webcrypto.subtle.importKey(
+    'raw',
+    Buffer.from(options.secret),
+    { name: 'HMAC', hash: 'SHA-256' },
+    false,
+    ['sign', 'verify'],
+  )
+  // Keyed by the whole token, so a token differing in any byte is verified in full. Only tokens
+  // that passed are kept; the oldest entry leaves first once the cache is full.
+  const verified = new Map<string, AccessTokenClaims>()
+
   return {
-    sign: (claims) =>
+    sign: async (claims) =>
       new SignJWT({ cid: claims.companyId, sid: claims.loginId })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuedAt(claims.issuedAt)
         .setExpirationTime(claims.expiresAt)
-        .sign(key),
+        .sign(await key),
+
     async verify(token, { now }): Promise<AccessTokenClaims | null> {
+      const cached = verified.get(token)
+      if (cached !== undefined) {
+        // The same rule as jose's: expired once `exp` is at or before now, in whole seconds.
+        if (cached.expiresAt > Math.floor(now.getTime() / 1000)) return cached
+        verified.delete(token)
+        return null
+      }
       try {
-        const { payload } = await jwtVerify(token, key, {
+        const { payload } = await jwtVerify(token, await key, {
           algorithms: ['HS256'],
           currentDate: now,
           requiredClaims: ['sub', 'exp', 'iat'],
@@ -31,7 +67,18 @@ export function createJoseTokenSigner(options: { secret: string }): TokenSigner 
         const { sub, cid, sid, iat, exp } = payload
         if (typeof sub !== 'string' || typeof cid !== 'number' || !Number.isSafeInteger(cid)) return null
         if (typeof sid !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') return null
-        return { userId: sub, companyId: cid, loginId: sid, issuedAt: iat, expiresAt: exp }
+        const claims: AccessTokenClaims = {
+          userId: sub,
+          companyId: cid,
+          loginId: sid,
+          issuedAt: iat,
+          expiresAt: exp,
+        }
+        if (cacheSize > 0) {
+          if (verified.size >= cacheSize) verified.delete(verified.keys().next().value as string)
+          verified.set(token, Object.freeze(claims))
+        }
+        return claims
       } catch {
         return null
       }

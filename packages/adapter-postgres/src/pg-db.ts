@@ -43,6 +43,14 @@ export function createPgDb(options: PgDbOptions): Db {
     async transaction(fn) {
       if (closed) throw new Error('The database is closed')
       const connection = await pool.connect()
+      // The pool stops listening to a connection it lends out. One that breaks mid-transaction (the
+      // server restarts, an administrator cuts it) emits an error event besides failing the
+      // statement; unheard, that event would crash the process.
+      connection.on('error', onError)
+      const release = (error?: Error | boolean) => {
+        connection.off('error', onError)
+        connection.release(error)
+      }
       let open = true
       const client: DbClient = {
         query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) =>
@@ -56,16 +64,16 @@ export function createPgDb(options: PgDbOptions): Db {
         const result = await fn(client)
         await connection.query('COMMIT')
         open = false
-        connection.release()
+        release()
         return result
       } catch (error) {
         open = false
         try {
           await connection.query('ROLLBACK')
-          connection.release()
+          release()
         } catch (rollbackError) {
           // A connection that cannot roll back is broken: drop it instead of pooling it.
-          connection.release(rollbackError instanceof Error ? rollbackError : true)
+          release(rollbackError instanceof Error ? rollbackError : true)
         }
         throw error
       }

@@ -20,6 +20,7 @@ import {
   migrate,
 } from '../src/index.js'
 import { runAdapterCases } from './support/adapter-cases.js'
+import { runDurabilityCases } from './support/durability-cases.js'
 
 // One PGlite for the whole file: each instance costs seconds and hundreds of megabytes. It is
 // file-backed, so the last test can reopen it as a restarted process would.
@@ -54,6 +55,7 @@ runKnowledgeIndexConformance('PGlite', () => knowledge)
 
 describe('PGlite adapter', () => {
   runAdapterCases({ db: () => db, storage: () => storage })
+  runDurabilityCases({ db: () => db, storage: () => storage })
 
   it('migrates an empty schema from scratch, once, when asked twice at the same time', async () => {
     const schema = `migration_${Date.now()}`

@@ -16,6 +16,7 @@ import {
   migrate,
 } from '../src/index.js'
 import { runAdapterCases } from './support/adapter-cases.js'
+import { runDurabilityCases } from './support/durability-cases.js'
 
 const connectionString = process.env.DATABASE_URL
 
@@ -60,6 +61,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
 
   describe('PostgreSQL adapter', () => {
     runAdapterCases({ db: () => db, storage: () => storage })
+    runDurabilityCases({ db: () => db, storage: () => storage, otherDb: () => secondDb })
 
     it('migrates an empty schema once when two processes start at the same moment', async () => {
       const fresh = `switchboard_migrate_${randomBytes(6).toString('hex')}`
@@ -125,6 +127,47 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(woken).toBeGreaterThan(0)
       } finally {
         stop()
+      }
+    })
+
+    it('fails a transaction whose connection is cut, with nothing thrown where nobody can catch it', async () => {
+      // An uncaught error event would crash a server whose database restarts mid-transaction;
+      // vitest reports it as an unhandled error and fails the run.
+      const applicationName = `switchboard_cut_${randomBytes(4).toString('hex')}`
+      const cut = createPgDb({
+        connectionString,
+        max: 2,
+        options: `-c search_path=${schema}`,
+        application_name: applicationName,
+      })
+      try {
+        const running = cut.transaction(async (client) => {
+          await client.query('SELECT 1')
+          await client.query('SELECT pg_sleep(30)')
+        })
+        running.catch(() => {})
+        await expect
+          .poll(
+            async () =>
+              (
+                await admin.query(
+                  `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%pg_sleep%'`,
+                  [applicationName],
+                )
+              ).length,
+            { timeout: 5_000, interval: 20 },
+          )
+          .toBe(1)
+        await admin.query(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+          [applicationName],
+        )
+        await expect(running).rejects.toThrow(/terminat/)
+        // Give the broken connection's events their turn before the test ends.
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        expect(await cut.query('SELECT 1 AS one')).toEqual([{ one: 1 }])
+      } finally {
+        await cut.close()
       }
     })
 

@@ -128,6 +128,8 @@ export type {
   IntegrationRepository,
   JobLease,
   JobQueue,
+  KnowledgeDocument,
+  KnowledgeDocumentRepository,
   LoginFailureRepository,
   MessageRepository,
   NewAgent,
@@ -154,11 +156,13 @@ export type {
   WebhookLog,
   WebhookLogRepository,
 } from './ports/storage.js'
+export type { WebhookAnswer, WebhookReceiver, WebhookRequest } from './ports/webhook-receiver.js'
 export { ROUTE_DECISION_FORMAT } from './routing/classify.js'
 export type { Switchboard, SwitchboardOptions } from './runtime/create-switchboard.js'
 export { createSwitchboard } from './runtime/create-switchboard.js'
 export type { SwitchboardEventName, SwitchboardEvents } from './runtime/events.js'
 export type { InboundMessage, IngestResult } from './runtime/ingest.js'
+export type { CustomerAddress } from './runtime/open-session.js'
 export type { RuntimeLogger } from './runtime/runtime-context.js'
 export type { SessionOperations } from './runtime/session-operations.js'
 export { createRandomIds, createSystemClock } from './runtime/system-clock.js'

@@ -24,6 +24,54 @@ describe('the runtime', () => {
     expect(customer.replies()).toEqual(['once'])
   })
 
+  it('opens a session before the first message, reuses it, and never reopens a closed one', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('hello'))
+    const address = { integrationId: harness.integrationId, clientId: 'visitor-1' }
+    const opened = (await harness.switchboard.openSession(address))._unsafeUnwrap()
+    expect(opened).toMatchObject({ state: 'ongoing', activeAgentId: harness.agent('solo') })
+    expect((await harness.switchboard.openSession(address))._unsafeUnwrap().id).toBe(opened.id)
+    const concurrent = await Promise.all(
+      [1, 2, 3].map(() => harness.switchboard.openSession({ ...address, clientId: 'visitor-2' })),
+    )
+    expect(new Set(concurrent.map((result) => result._unsafeUnwrap().id)).size).toBe(1)
+
+    const first = (await harness.switchboard.ingest({ ...address, text: 'hi' }))._unsafeUnwrap()
+    expect(first.session.id).toBe(opened.id)
+    await harness.switchboard.idle()
+    await harness.switchboard.sessions.close({ companyId: opened.companyId, sessionId: opened.id })
+    const next = (await harness.switchboard.openSession(address))._unsafeUnwrap()
+    expect(next.id).not.toBe(opened.id)
+    expect(
+      (await harness.switchboard.openSession({ ...address, integrationId: '999999' }))._unsafeUnwrapErr()
+        .code,
+    ).toBe('NOT_FOUND')
+  })
+
+  it('answers on the channel and transport of the latest customer message', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('first'), reply('second'))
+    const first = await harness.switchboard.ingest({
+      integrationId: harness.integrationId,
+      clientId: 'ann',
+      channelId: 'c-1',
+      transport: 'telegram',
+      text: 'hi',
+    })
+    await harness.switchboard.idle()
+    const second = await harness.switchboard.ingest({
+      integrationId: harness.integrationId,
+      clientId: 'ann',
+      channelId: 'c-2',
+      transport: 'whatsapp',
+      text: 'me again, elsewhere',
+    })
+    await harness.switchboard.idle()
+    expect(second._unsafeUnwrap().session.id).toBe(first._unsafeUnwrap().session.id)
+    const session = await harness.storage.sessions.get({ id: first._unsafeUnwrap().session.id })
+    expect(session?.customer).toEqual({ clientId: 'ann', channelId: 'c-2', transport: 'whatsapp' })
+  })
+
   it('processes two concurrent messages of one session in order, losing no SCC update', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     const solo = harness.agent('solo')

@@ -1,13 +1,17 @@
 import type { AddressInfo } from 'node:net'
 import {
+  type AccountSettings,
+  type Clock,
   createAccounts,
   createBilling,
   createMemoryKnowledgeIndex,
   createMemoryStorage,
   createOfflineProvider,
   createSwitchboard,
+  type PasswordHasher,
   type Storage,
   type Switchboard,
+  type TokenSigner,
 } from '@switchboard/core'
 import {
   createFakePasswordHasher,
@@ -19,6 +23,8 @@ import express from 'express'
 import { createRouter } from '../../src/index.js'
 
 export const PUBLIC_URL = 'https://switchboard.test'
+/** The password `registerCompany` registers every owner with. */
+export const TEST_PASSWORD = 'correct horse battery'
 
 export interface HttpAnswer {
   readonly status: number
@@ -65,6 +71,22 @@ export interface TestServer {
   close(): Promise<void>
 }
 
+export interface TestServerOptions {
+  /** Whether the recording channel registers status hooks; true unless told otherwise. */
+  readonly statusHooks?: boolean
+  /** Signs access tokens; a fake HS256 signer unless a test needs the production one. */
+  readonly signer?: TokenSigner
+  /** Hashes passwords; a fast fake unless a test needs argon2id. */
+  readonly hasher?: PasswordHasher
+  /** Overrides of the account defaults (token lifetimes, refresh reuse interval, login throttle). */
+  readonly accountSettings?: Partial<AccountSettings>
+  /**
+   * Time as accounts see it: token issue and expiry, refresh reuse, failed-login window. The
+   * session runtime keeps the system clock, so its polling and turns still run.
+   */
+  readonly accountClock?: Clock
+}
+
 let companies = 0
 
 /**
@@ -72,7 +94,7 @@ let companies = 0
  * password hashing and token signing, and a recording msgplatform channel that can transfer to a
  * human and, unless told otherwise, register status hooks.
  */
-export async function startTestServer(options: { statusHooks?: boolean } = {}): Promise<TestServer> {
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const storage = createMemoryStorage()
   const connector = createRecordingConnector({
     type: 'msgplatform',
@@ -88,8 +110,10 @@ export async function startTestServer(options: { statusHooks?: boolean } = {}): 
   })
   const accounts = createAccounts({
     storage,
-    hasher: createFakePasswordHasher(),
-    signer: createFakeTokenSigner({ secret: 'test-secret-of-the-express-adapter' }),
+    hasher: options.hasher ?? createFakePasswordHasher(),
+    signer: options.signer ?? createFakeTokenSigner({ secret: 'test-secret-of-the-express-adapter' }),
+    ...(options.accountClock === undefined ? {} : { clock: options.accountClock }),
+    ...(options.accountSettings === undefined ? {} : { settings: options.accountSettings }),
   })
   const billing = createBilling({ storage })
 
@@ -142,7 +166,7 @@ export async function startTestServer(options: { statusHooks?: boolean } = {}): 
     async registerCompany(name) {
       companies += 1
       const email = `owner-${companies}-${Date.now()}@example.com`
-      const password = 'correct horse battery'
+      const password = TEST_PASSWORD
       const registered = expectStatus<{ company: { id: number } }>(
         await request('POST', '/api/auth/register', {
           body: { email, password, companyName: name ?? `Company ${companies}` },

@@ -246,6 +246,29 @@ describe('login', () => {
     expect(verify).not.toHaveBeenCalled()
   })
 
+  it('checks at most 10 passwords of guesses sent at once, however slow the hash', async () => {
+    const { accounts, hasher, register } = setup()
+    await register()
+    const verify = hasher.verify
+    // As argon2id does, the check takes a while: every guess is in flight before one fails.
+    hasher.verify = async (input) => {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      return verify(input)
+    }
+
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, index) =>
+        accounts.login({ email: 'ada@example.com', password: `guess ${index}` }),
+      ),
+    )
+
+    const codes = results.map((result) => errorOf(result).code)
+    expect(codes.filter((code) => code === 'INVALID_CREDENTIALS').length).toBeLessThanOrEqual(10)
+    expect(
+      codes.filter((code) => code !== 'INVALID_CREDENTIALS').every((code) => code === 'RATE_LIMITED'),
+    ).toBe(true)
+  })
+
   it('lets logins through again once the oldest failure leaves the window', async () => {
     const { accounts, clock, register } = setup()
     await register()

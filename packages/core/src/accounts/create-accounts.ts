@@ -145,12 +145,16 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     return { access_token: accessToken, refresh_token: refreshToken, expires_at: expiresAt }
   }
 
-  /** A RATE_LIMITED error while the email has too many recent failures, else null. */
-  const throttle = async (emailKey: string, now: Date): Promise<SwitchboardError | null> => {
+  /** A RATE_LIMITED error once the email has `allowed` failures in the window, else null. */
+  const throttle = async (
+    emailKey: string,
+    now: Date,
+    allowed = settings.maxFailedLogins,
+  ): Promise<SwitchboardError | null> => {
     const windowMs = settings.failedLoginWindowSeconds * 1000
     const since = new Date(now.getTime() - windowMs)
     const failures = await storage.loginFailures.count({ emailKey, since })
-    if (failures < settings.maxFailedLogins) return null
+    if (failures < allowed) return null
     // Once the oldest failure in the window leaves it, an attempt is allowed again.
     const oldest = await storage.loginFailures.oldestSince({ emailKey, since })
     const freeAtMs = oldest === null ? now.getTime() : Date.parse(oldest) + windowMs
@@ -200,6 +204,12 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       const emailKey = loginFailureKey(email)
       const limited = await throttle(emailKey, now)
       if (limited !== null) return err(limited)
+      // The attempt counts as a failure before its password is checked, and the count is read
+      // again after: guesses sent at once would otherwise all pass the check above while the
+      // slow hash runs, and none would be counted in time. A success clears the failures.
+      await storage.loginFailures.record({ emailKey, at: now })
+      const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
+      if (overtaken !== null) return err(overtaken)
 
       const user = await storage.users.findByEmail({ email })
       const matches =
@@ -207,7 +217,6 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
           ? await hasher.verify({ hash: await dummyPasswordHash(), password }).then(() => false)
           : await hasher.verify({ hash: user.passwordHash, password })
       if (user === null || !matches) {
-        await storage.loginFailures.record({ emailKey, at: now })
         return err(switchboardError('INVALID_CREDENTIALS', INVALID_CREDENTIALS_MESSAGE))
       }
       await storage.loginFailures.clear({ emailKey })

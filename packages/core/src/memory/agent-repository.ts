@@ -97,7 +97,7 @@ export function createAgentRepository(options: {
           else fields[key] = value
         }
         fields.updatedAt = at.toISOString()
-        const agent = snapshot(fields as unknown as Agent)
+        const agent = snapshot(fields as unknown as Agent, current)
         log.set(agents.rows, id, agent)
         return agent
       }),

@@ -81,7 +81,7 @@ export function createIntegrationRepository(options: {
           if (value !== undefined) fields[key] = value
         }
         fields.updatedAt = at.toISOString()
-        const integration = snapshot(fields as unknown as Integration)
+        const integration = snapshot(fields as unknown as Integration, current)
         log.set(integrations.rows, id, integration)
         return integration
       }),

@@ -1,5 +1,4 @@
 import type { JobLease, JobQueue } from '../ports/storage.js'
-import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 interface JobRecord {
@@ -124,7 +123,8 @@ export function createJobQueue(options: {
         }
         if (chosen === null) return null
         log.set(jobs.rows, chosen.id, { ...chosen, leaseToken: token, leasedUntil: time + leaseMs })
-        return snapshot<JobLease>({
+        // Strings and numbers of our own record: nothing to copy, only to freeze.
+        return Object.freeze<JobLease>({
           jobId: chosen.id,
           companyId: chosen.companyId,
           sessionId: chosen.sessionId,

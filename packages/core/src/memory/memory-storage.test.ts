@@ -168,6 +168,16 @@ describe('memory storage', () => {
     expect((await read).items).toEqual([channel.agent])
   })
 
+  it('keeps a call waiting behind a transaction that was asked for but has not started yet', async () => {
+    const storage = createMemoryStorage()
+    const transaction = storage.transaction((tx) => createChannel(tx, 7))
+
+    const read = storage.agents.list({ companyId: 7, limit: 10 })
+
+    const channel = await transaction
+    expect((await read).items).toEqual([channel.agent])
+  })
+
   it('refuses to use the repositories of a transaction that is over', async () => {
     const storage = createMemoryStorage()
     const tx = await storage.transaction(async (repositories) => repositories)

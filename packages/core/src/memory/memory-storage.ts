@@ -35,7 +35,13 @@ import {
   type RefreshTokenTable,
 } from './refresh-token-repository.js'
 import { createSessionRepository, createSessionTable, type SessionTable } from './session-repository.js'
-import { createJournal, type Statement, transactionStatement } from './undo-log.js'
+import {
+  createJournal,
+  type Journal,
+  type Statement,
+  transactionStatement,
+  type UndoLog,
+} from './undo-log.js'
 import { createUserRepository, createUserTable, type UserTable } from './user-repository.js'
 import {
   createWebhookLogRepository,
@@ -121,19 +127,37 @@ export function createMemoryStorage(): Storage {
     if (closed) throw new Error('The memory storage is closed')
   }
 
-  const alone: Statement = (body) =>
-    mutex.run(async () => {
-      assertOpen()
-      const journal = createJournal()
-      try {
-        const result = body(journal)
-        journal.commit()
-        return result
-      } catch (error) {
-        journal.rollback()
-        throw error
-      }
-    })
+  const runAlone = <T>(body: (log: UndoLog) => T): T => {
+    assertOpen()
+    const journal = createJournal()
+    try {
+      const result = body(journal)
+      journal.commit()
+      return result
+    } catch (error) {
+      journal.rollback()
+      throw error
+    }
+  }
+
+  // A call's body is synchronous, so when nothing holds or waits for the lock it can run at once:
+  // no transaction is under way to be seen half done, and no earlier caller is overtaken.
+  const alone: Statement = (body) => {
+    if (!mutex.isFree()) return mutex.run(async () => runAlone(body))
+    try {
+      return Promise.resolve(runAlone(body))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  // The lock lets one transaction run at a time, so one set of repositories, built once, serves
+  // them all, writing to the journal of the transaction that holds the slot: building a set per
+  // transaction cost more than the rest of a small transaction. Between transactions the slot is
+  // empty and a `tx` kept past its transaction fails; used while a later transaction runs, it
+  // would write into that one, which only a set per transaction could tell apart.
+  const slot: { journal: Journal | null } = { journal: null }
+  const transactionRepositories = createRepositories(tables, listeners, transactionStatement(slot))
 
   return {
     kind: 'memory',
@@ -143,14 +167,16 @@ export function createMemoryStorage(): Storage {
       mutex.run(async () => {
         assertOpen()
         const journal = createJournal()
-        const repositories = createRepositories(tables, listeners, transactionStatement(journal))
+        slot.journal = journal
         try {
-          const result = await fn(repositories)
+          const result = await fn(transactionRepositories)
           journal.commit()
           return result
         } catch (error) {
           journal.rollback()
           throw error
+        } finally {
+          slot.journal = null
         }
       }),
 

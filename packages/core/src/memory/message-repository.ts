@@ -24,8 +24,9 @@ export function createMessageTable(): MessageTable {
 
 const CONVERSATIONAL_ROLES: ReadonlySet<MessageRole> = new Set(['customer', 'agent', 'operator'])
 
+/** The length prefix keeps the key unambiguous whatever characters the ids hold. */
 function externalKey(integrationId: string, externalId: string): string {
-  return JSON.stringify([integrationId, externalId])
+  return `${integrationId.length}:${integrationId}${externalId}`
 }
 
 export function createMessageRepository(options: {

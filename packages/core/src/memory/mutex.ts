@@ -1,18 +1,31 @@
 export interface Mutex {
+  /** Whether no task is queued or running, so a caller may act now without waiting its turn. */
+  isFree(): boolean
   /** Runs `task` once every task queued before it has settled, in arrival order. */
   run<T>(task: () => Promise<T>): Promise<T>
 }
 
-export function createMutex(): Mutex {
-  let tail: Promise<unknown> = Promise.resolve()
-  return {
-    run(task) {
-      const result = tail.then(task)
-      // A failed task must not fail the ones queued behind it.
-      tail = result.then(ignore, ignore)
-      return result
-    },
+class QueueMutex implements Mutex {
+  private tail: Promise<unknown> = Promise.resolve()
+  /** Tasks queued or running; counted from `run`, so a task not started yet already holds it. */
+  private pending = 0
+  private readonly settle = (): void => {
+    this.pending -= 1
+  }
+
+  isFree(): boolean {
+    return this.pending === 0
+  }
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    this.pending += 1
+    const result = this.tail.then(task)
+    // A failed task must not fail the ones queued behind it.
+    this.tail = result.then(this.settle, this.settle)
+    return result
   }
 }
 
-function ignore(): void {}
+export function createMutex(): Mutex {
+  return new QueueMutex()
+}

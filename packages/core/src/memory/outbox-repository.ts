@@ -1,5 +1,4 @@
 import type { OutboxItem, OutboxRepository } from '../ports/storage.js'
-import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 interface OutboxRecord {
@@ -44,7 +43,8 @@ export function createOutboxRepository(options: {
       leaseToken: lease.leaseToken,
       leasedUntil: lease.now.getTime() + lease.leaseMs,
     })
-    return snapshot<OutboxItem>({
+    // Strings and numbers of our own record: nothing to copy, only to freeze.
+    return Object.freeze<OutboxItem>({
       messageId: record.messageId,
       sessionId: record.sessionId,
       companyId: record.companyId,

@@ -22,8 +22,12 @@ export function createSessionTable(): SessionTable {
   return { rows: new Map(), openByCustomer: new Map(), lastOrder: 0 }
 }
 
+/**
+ * One string per (integration, customer) pair, built several times a turn, so a concatenation
+ * instead of JSON. The length prefix keeps it unambiguous whatever characters the ids hold.
+ */
 function customerKey(integrationId: string, clientId: string): string {
-  return JSON.stringify([integrationId, clientId])
+  return `${integrationId.length}:${integrationId}${clientId}`
 }
 
 function isOpen(session: Session): boolean {
@@ -86,22 +90,22 @@ export function createSessionRepository(options: {
         const stored = sessions.rows.get(input.id)
         if (stored === undefined || stored.session.version !== input.version) return null
         const previous = stored.session
-        const session = snapshot<Session>({ ...input, version: input.version + 1 })
+        const session = snapshot<Session>({ ...input, version: input.version + 1 }, previous)
         assertNoOtherOpen(session)
-        if (isOpen(previous)) {
-          log.delete(sessions.openByCustomer, customerKey(previous.integrationId, previous.customer.clientId))
-        }
-        if (isOpen(session)) {
-          log.set(
-            sessions.openByCustomer,
-            customerKey(session.integrationId, session.customer.clientId),
-            session.id,
-          )
+        const previousKey = isOpen(previous)
+          ? customerKey(previous.integrationId, previous.customer.clientId)
+          : null
+        const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
+        // Most saves keep the session open for the same customer: its entry is already right.
+        if (key !== previousKey) {
+          if (previousKey !== null) log.delete(sessions.openByCustomer, previousKey)
+          if (key !== null) log.set(sessions.openByCustomer, key, session.id)
         }
         log.set(sessions.rows, session.id, {
           session,
           order: stored.order,
-          createdAtMs: Date.parse(session.createdAt),
+          createdAtMs:
+            session.createdAt === previous.createdAt ? stored.createdAtMs : Date.parse(session.createdAt),
         })
         return session
       }),

@@ -2,20 +2,38 @@
  * A deep, frozen copy of plain data, without the keys whose value is undefined (as a database
  * round trip would drop them). Stored records are snapshots, so neither the caller who wrote one
  * nor a caller who read one can change what is stored.
+ *
+ * `previous` is the stored snapshot that `value` replaces. A caller usually builds the new record
+ * from it, carrying most parts over: a part that is the very object found at the same place in
+ * `previous` is already a frozen copy of our own, so it is kept as it is instead of copied again.
  */
-export function snapshot<T>(value: T): T {
-  return copy(value) as T
+export function snapshot<T>(value: T, previous?: T): T {
+  return copy(value, previous) as T
 }
 
-function copy(value: unknown): unknown {
-  if (Array.isArray(value)) return Object.freeze(value.map(copy))
-  if (value instanceof Date) return new Date(value.getTime())
-  if (value !== null && typeof value === 'object') {
-    const result: Record<string, unknown> = {}
-    for (const [key, entry] of Object.entries(value)) {
-      if (entry !== undefined) result[key] = copy(entry)
-    }
+function copy(value: unknown, previous: unknown): unknown {
+  return typeof value === 'object' && value !== null && value !== previous
+    ? copyObject(value, previous)
+    : value
+}
+
+function copyObject(value: object, previous: unknown): object {
+  if (Array.isArray(value)) {
+    const before: readonly unknown[] | undefined = Array.isArray(previous) ? previous : undefined
+    const result: unknown[] = []
+    for (let index = 0; index < value.length; index++) result.push(copy(value[index], before?.[index]))
     return Object.freeze(result)
   }
-  return value
+  if (value instanceof Date) return new Date(value.getTime())
+  const before =
+    typeof previous === 'object' && previous !== null ? (previous as Record<string, unknown>) : undefined
+  const result: Record<string, unknown> = {}
+  // `for…in` rather than `Object.entries`, which builds an array per key; plain data has no
+  // enumerable inherited keys, so both see the same ones.
+  for (const key in value) {
+    const entry = (value as Record<string, unknown>)[key]
+    if (entry === undefined) continue
+    result[key] = typeof entry === 'object' && entry !== null ? copy(entry, before?.[key]) : entry
+  }
+  return Object.freeze(result)
 }

@@ -2,6 +2,7 @@ import { EventEmitter } from 'eventemitter3'
 import type { Result } from 'neverthrow'
 import { createPriceTable, type PriceTable } from '../billing/model-prices.js'
 import type { SwitchboardError } from '../domain/errors.js'
+import type { Session } from '../domain/session.js'
 import type { Clock, IdGenerator } from '../ports/clock.js'
 import type { Connector } from '../ports/connector.js'
 import type { KnowledgeIndex } from '../ports/knowledge-index.js'
@@ -12,6 +13,7 @@ import { createToolRegistry } from '../tools/tool-registry.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
 import { type InboundMessage, type IngestResult, ingest } from './ingest.js'
+import { type CustomerAddress, openSession } from './open-session.js'
 import type { RuntimeContext, RuntimeLogger } from './runtime-context.js'
 import { createSessionOperations, type SessionOperations } from './session-operations.js'
 import { createRandomIds, createSystemClock } from './system-clock.js'
@@ -48,6 +50,8 @@ export interface Switchboard {
   readonly sessions: SessionOperations
   /** Store one customer message and queue it; durable once this resolves with ok. */
   ingest(inbound: InboundMessage): Promise<Result<IngestResult, SwitchboardError>>
+  /** The customer's open session, opened now if none is (for channels that show it before a message). */
+  openSession(customer: CustomerAddress): Promise<Result<Session, SwitchboardError>>
   registerConnector(connector: Connector): void
   connector(type: string): Connector | undefined
   registerTool(tool: Tool): void
@@ -110,6 +114,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
       if (result.isOk() && result.value.queued) workers.wake()
       return result
     },
+    openSession: (customer) => openSession(context, customer),
     registerConnector(connector) {
       connectors.set(connector.type, connector)
     },

@@ -1,16 +1,11 @@
 import { err, ok, type Result } from 'neverthrow'
-import { pathEntry } from '../domain/agent-path.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
-import { emptySharedContext } from '../domain/shared-context.js'
+import { type CustomerAddress, findOrOpenSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
 /** A customer message as every connector normalises it. */
-export interface InboundMessage {
-  readonly integrationId: string
-  readonly clientId: string
-  readonly channelId?: string | undefined
-  readonly transport?: string | undefined
+export interface InboundMessage extends CustomerAddress {
   readonly text: string
   /** The channel's id of the message; the same id on one integration is stored once. */
   readonly externalId?: string | undefined
@@ -57,39 +52,9 @@ export async function ingest(
           }
 
           const now = context.clock.now()
-          let session = await tx.sessions.findOpen({
-            integrationId: integration.id,
-            clientId: inbound.clientId,
-          })
-          if (session === null) {
-            const entryAgent = await tx.agents.get({
-              companyId: integration.companyId,
-              id: integration.entryAgentId,
-            })
-            if (entryAgent === null) {
-              return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
-            }
-            session = await tx.sessions.create({
-              id: context.ids.uuid(),
-              companyId: integration.companyId,
-              integrationId: integration.id,
-              customer: {
-                clientId: inbound.clientId,
-                ...(inbound.channelId === undefined ? {} : { channelId: inbound.channelId }),
-                ...(inbound.transport === undefined ? {} : { transport: inbound.transport }),
-              },
-              state: 'ongoing',
-              activeAgentId: entryAgent.id,
-              entryAgentId: entryAgent.id,
-              metadata: {
-                agentPath: [pathEntry(entryAgent, 'initial', now)],
-                sharedContext: emptySharedContext(),
-                errors: [],
-              },
-              createdAt: now.toISOString(),
-              updatedAt: now.toISOString(),
-            })
-          }
+          const opened = await findOrOpenSession(context, tx, integration, inbound, now)
+          if (opened.isErr()) return err(opened.error)
+          const session = opened.value
 
           const message = await tx.messages.insert({
             id: context.ids.uuid(),

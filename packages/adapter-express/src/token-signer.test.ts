@@ -1,0 +1,146 @@
+import { createHmac } from 'node:crypto'
+import type { AccessTokenClaims } from '@switchboard/core'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { createJoseTokenSigner } from './token-signer.js'
+
+const SECRET = 'a-secret-of-the-jose-signer-tests-of-32-bytes-or-more'
+const NOW = new Date('2026-03-01T10:00:00.000Z')
+const NOW_SECONDS = NOW.getTime() / 1000
+
+const claims: AccessTokenClaims = {
+  userId: '6f1c2a7e-8a7b-4c1e-9d3f-0b2a4c6e8f10',
+  companyId: 42,
+  loginId: 'c3d4e5f6-0718-4293-a4b5-c6d7e8f90a1b',
+  issuedAt: NOW_SECONDS,
+  expiresAt: NOW_SECONDS + 3600,
+}
+
+const encodePart = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+const decodePart = (part: string | undefined) => JSON.parse(Buffer.from(part ?? '', 'base64url').toString())
+
+const claimsArbitrary = fc.record({
+  userId: fc.uuid(),
+  companyId: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+  loginId: fc.uuid(),
+  issuedAt: fc.integer({ min: 0, max: NOW_SECONDS }),
+  expiresAt: fc.integer({ min: NOW_SECONDS + 1, max: NOW_SECONDS + 10 ** 8 }),
+})
+
+describe('createJoseTokenSigner', () => {
+  it('signs HS256 JWTs with sub, cid, sid, iat and exp', async () => {
+    const token = await createJoseTokenSigner({ secret: SECRET }).sign(claims)
+    const [header, payload] = token.split('.')
+
+    expect(decodePart(header)).toEqual({ alg: 'HS256', typ: 'JWT' })
+    expect(decodePart(payload)).toEqual({
+      sub: claims.userId,
+      cid: claims.companyId,
+      sid: claims.loginId,
+      iat: claims.issuedAt,
+      exp: claims.expiresAt,
+    })
+  })
+
+  it('verifies what it signed, first and again from memory, for any claims not yet expired', async () => {
+    for (const verifiedCacheSize of [0, 10]) {
+      const signer = createJoseTokenSigner({ secret: SECRET, verifiedCacheSize })
+      await fc.assert(
+        fc.asyncProperty(claimsArbitrary, async (generated) => {
+          const token = await signer.sign(generated)
+          expect(await signer.verify(token, { now: NOW })).toEqual(generated)
+          expect(await signer.verify(token, { now: NOW })).toEqual(generated)
+        }),
+        { numRuns: 50 },
+      )
+    }
+  })
+
+  it('refuses a token with any one character changed, after the genuine one was verified', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const token = await signer.sign(claims)
+    expect(await signer.verify(token, { now: NOW })).not.toBeNull()
+
+    await fc.assert(
+      fc.asyncProperty(
+        fc.nat({ max: token.length - 1 }),
+        fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.'),
+        async (index, replacement) => {
+          fc.pre(token[index] !== replacement)
+          const tampered = token.slice(0, index) + replacement + token.slice(index + 1)
+          // The last character of a base64url signature carries spare bits: a change there can
+          // decode to the same bytes and be a valid spelling of the same signature.
+          const sameSignature =
+            index === token.length - 1 &&
+            Buffer.from(tampered.split('.')[2]!, 'base64url').equals(
+              Buffer.from(token.split('.')[2]!, 'base64url'),
+            )
+          fc.pre(!sameSignature)
+          expect(await signer.verify(tampered, { now: NOW })).toBeNull()
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
+  it('refuses another key, alg none and any alg but HS256, even after the genuine token was verified', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const genuine = await signer.sign(claims)
+    await signer.verify(genuine, { now: NOW })
+    const other = createJoseTokenSigner({ secret: `${SECRET}-but-another-one` })
+    const payload = genuine.split('.')[1]!
+    const forged = (alg: string, hash: string) => {
+      const signingInput = `${encodePart({ alg, typ: 'JWT' })}.${payload}`
+      return `${signingInput}.${createHmac(hash, SECRET).update(signingInput).digest('base64url')}`
+    }
+
+    for (const token of [
+      await other.sign(claims),
+      `${encodePart({ alg: 'none', typ: 'JWT' })}.${payload}.`,
+      `${encodePart({ alg: 'none', typ: 'JWT' })}.${payload}.${genuine.split('.')[2]}`,
+      forged('HS512', 'sha512'),
+      forged('HS384', 'sha384'),
+    ]) {
+      expect(await signer.verify(token, { now: NOW })).toBeNull()
+    }
+  })
+
+  it('refuses a token at and after its exp, also once it is remembered', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const token = await signer.sign(claims)
+    const at = (seconds: number) => ({ now: new Date(seconds * 1000) })
+
+    expect(await signer.verify(token, at(claims.expiresAt - 1))).not.toBeNull()
+    expect(await signer.verify(token, at(claims.expiresAt - 0.001))).not.toBeNull()
+    expect(await signer.verify(token, at(claims.expiresAt))).toBeNull()
+    expect(await signer.verify(token, at(claims.expiresAt + 1))).toBeNull()
+    expect(await createJoseTokenSigner({ secret: SECRET }).verify(token, at(claims.expiresAt))).toBeNull()
+  })
+
+  it('keeps verifying correctly once the memory is full', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET, verifiedCacheSize: 2 })
+    const tokens = await Promise.all([1, 2, 3, 4].map((companyId) => signer.sign({ ...claims, companyId })))
+
+    for (const round of [1, 2]) {
+      for (const [index, token] of tokens.entries()) {
+        expect((await signer.verify(token, { now: NOW }))?.companyId, `round ${round}`).toBe(index + 1)
+      }
+    }
+  })
+
+  it('answers null, never throws, for any string', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    await fc.assert(
+      fc.asyncProperty(fc.string(), async (token) => {
+        expect(await signer.verify(token, { now: NOW })).toBeNull()
+      }),
+    )
+  })
+
+  it('refuses a secret under 32 bytes and a negative memory size', () => {
+    expect(() => createJoseTokenSigner({ secret: 'x'.repeat(31) })).toThrow(/32 bytes/)
+    expect(() => createJoseTokenSigner({ secret: SECRET, verifiedCacheSize: -1 })).toThrow(
+      /verifiedCacheSize/,
+    )
+  })
+})

@@ -1,0 +1,66 @@
+import type { PlatformConfig } from './platform-config.js'
+
+/** How a call to the platform ended: an HTTP answer of any status, or none at all. */
+export type PlatformCallResult =
+  | { readonly answered: true; readonly status: number; readonly text: string }
+  | { readonly answered: false; readonly error: string }
+
+export interface PlatformClientOptions {
+  readonly fetch: typeof globalThis.fetch
+  readonly timeoutMs: number
+}
+
+/** Longest excerpt of a platform's answer kept in an error: enough to diagnose, short enough to log. */
+const EXCERPT_MAX = 300
+
+/**
+ * `POST {apiBaseUrl}{path}` with a JSON body and the integration's token. Never throws: a
+ * timeout or a network failure is a result, so the caller decides what is worth retrying.
+ */
+export async function postToPlatform(
+  client: PlatformClientOptions,
+  config: PlatformConfig,
+  path: string,
+  body: unknown,
+): Promise<PlatformCallResult> {
+  try {
+    const response = await client.fetch(`${config.apiBaseUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        // The platform takes the bare token, not a Bearer scheme (CONTRACT §6).
+        authorization: config.apiToken,
+        'content-type': 'application/json',
+        accept: 'application/json',
+      },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(client.timeoutMs),
+    })
+    // Reading the body releases the connection for the next call, and gives the error its text.
+    const text = await response.text()
+    return { answered: true, status: response.status, text }
+  } catch (error) {
+    return { answered: false, error: describeFailure(error, client.timeoutMs) }
+  }
+}
+
+/** `msgplatform answered 503: <excerpt>` or why no answer came. */
+export function describeResult(result: PlatformCallResult): string {
+  if (!result.answered) return result.error
+  const excerpt = result.text.trim().slice(0, EXCERPT_MAX)
+  return excerpt === ''
+    ? `msgplatform answered ${result.status}`
+    : `msgplatform answered ${result.status}: ${excerpt}`
+}
+
+export function isSuccess(result: PlatformCallResult): result is PlatformCallResult & { answered: true } {
+  return result.answered && result.status >= 200 && result.status < 300
+}
+
+function describeFailure(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
+    return `msgplatform did not answer within ${timeoutMs} ms`
+  }
+  const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ''
+  const message = error instanceof Error ? error.message : String(error)
+  return `msgplatform unreachable: ${message}${cause}`
+}

@@ -1,0 +1,27 @@
+import type { SessionState } from '@switchboard/core'
+import type { MessageFrame } from './frames.js'
+
+/**
+ * What the process that knows something tells every process about a webchat session, on the
+ * EventBus topic of that session; the process holding the visitor's socket turns it into frames.
+ */
+export type SessionEvent =
+  | {
+      readonly kind: 'message'
+      readonly frame: MessageFrame
+      /** The connection that sent this customer message; it has its ack and skips the copy. */
+      readonly fromConnection?: string
+    }
+  | { readonly kind: 'typing'; readonly on: boolean }
+  | { readonly kind: 'state'; readonly state: SessionState }
+
+export function sessionTopic(sessionId: string): string {
+  return `webchat:session:${sessionId}`
+}
+
+const KINDS: ReadonlySet<unknown> = new Set(['message', 'typing', 'state'])
+
+/** Bus payloads cross processes as JSON; anything not of this shape is ignored. */
+export function isSessionEvent(payload: unknown): payload is SessionEvent {
+  return typeof payload === 'object' && payload !== null && KINDS.has((payload as { kind?: unknown }).kind)
+}

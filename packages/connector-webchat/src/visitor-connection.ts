@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto'
+import type {
+  EventBus,
+  Integration,
+  RuntimeLogger,
+  Session,
+  SessionState,
+  Switchboard,
+} from '@switchboard/core'
+import { type RawData, WebSocket } from 'ws'
+import { type ClientFrame, messageFrame, parseClientFrame, type ServerFrame } from './frames.js'
+import { createRateLimiter } from './rate-limiter.js'
+import { isSessionEvent, type SessionEvent, sessionTopic } from './session-events.js'
+
+export interface ConnectionSettings {
+  readonly typingTimeoutMs: number
+  readonly rateLimit: { readonly messages: number; readonly windowMs: number }
+  readonly maxBufferedBytes: number
+}
+
+export interface VisitorConnectionOptions {
+  readonly socket: WebSocket
+  readonly switchboard: Switchboard
+  readonly eventBus: EventBus
+  readonly integration: Integration
+  readonly visitorId: string
+  readonly visitorToken: string
+  readonly settings: ConnectionSettings
+  readonly logger?: RuntimeLogger | undefined
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const HISTORY_PAGE = 100
+/** Frames read but not handled yet; a client that keeps sending faster than storage answers is cut off. */
+const MAX_QUEUED_FRAMES = 64
+
+/**
+ * One visitor's socket: its session frame first, then the client's frames handled one at a time
+ * in order (so acks come in the order the messages were sent), and the session's events from the
+ * bus turned into frames.
+ */
+export function serveVisitor(options: VisitorConnectionOptions): void {
+  const { socket, switchboard, eventBus, integration, visitorId, settings, logger } = options
+  const connectionId = randomUUID()
+  const messageLimiter = createRateLimiter({
+    limit: settings.rateLimit.messages,
+    windowMs: settings.rateLimit.windowMs,
+  })
+  const historyLimiter = createRateLimiter({
+    limit: settings.rateLimit.messages,
+    windowMs: settings.rateLimit.windowMs,
+  })
+  let session: { readonly id: string; state: SessionState } | null = null
+  let unsubscribe: (() => Promise<void>) | null = null
+  let typing = false
+  let typingTimer: NodeJS.Timeout | undefined
+  let closed = false
+  let queued = 0
+  let work: Promise<void> = Promise.resolve()
+
+  const send = (frame: ServerFrame): void => {
+    if (socket.readyState !== WebSocket.OPEN) return
+    socket.send(JSON.stringify(frame))
+    if (socket.bufferedAmount > settings.maxBufferedBytes) {
+      // A reader this slow would hold the process's memory hostage; the widget reconnects and
+      // catches up with `history`.
+      logger?.warn(
+        { integrationId: integration.id, bufferedBytes: socket.bufferedAmount },
+        'webchat: dropping a slow socket',
+      )
+      socket.terminate()
+    }
+  }
+
+  /** Sends and resolves once the frame has left for the network, so a long history cannot pile up. */
+  const sendFlushed = (frame: ServerFrame): Promise<void> =>
+    new Promise((resolve) => {
+      if (socket.readyState !== WebSocket.OPEN) return resolve()
+      socket.send(JSON.stringify(frame), () => resolve())
+    })
+
+  const sendError = (code: 'VALIDATION_ERROR' | 'RATE_LIMITED' | 'INTERNAL_ERROR', message: string) =>
+    send({ type: 'error', code, message })
+
+  const setTyping = (on: boolean): void => {
+    clearTimeout(typingTimer)
+    // An agent that never answers must not leave the visitor watching dots forever.
+    if (on) typingTimer = setTimeout(() => setTyping(false), settings.typingTimeoutMs)
+    if (typing === on) return
+    typing = on
+    send({ type: 'typing', on })
+  }
+
+  const onSessionEvent = (sessionId: string, event: SessionEvent): void => {
+    if (closed || session === null || session.id !== sessionId) return
+    switch (event.kind) {
+      case 'message':
+        if (event.fromConnection === connectionId) return
+        send(event.frame)
+        if (event.frame.role === 'agent') setTyping(false)
+        return
+      case 'typing':
+        if (event.on && session.state !== 'ongoing') return
+        setTyping(event.on)
+        return
+      case 'state':
+        session.state = event.state
+        send({ type: 'state', state: event.state })
+        if (event.state !== 'ongoing') setTyping(false)
+        return
+    }
+  }
+
+  /** Follows `next` on the bus, then tells the client about it. */
+  const useSession = async (next: Session): Promise<void> => {
+    const previous = unsubscribe
+    session = { id: next.id, state: next.state }
+    unsubscribe = await eventBus.subscribe(sessionTopic(next.id), (payload) => {
+      if (isSessionEvent(payload)) onSessionEvent(next.id, payload)
+    })
+    await previous?.()
+    if (closed) return
+    // Read again now that the subscription is live: a pause or close in between is not missed.
+    const current = await switchboard.storage.sessions.get({ id: next.id })
+    if (current !== null) session.state = current.state
+    send({ type: 'session', sessionId: next.id, visitorToken: options.visitorToken, state: session.state })
+  }
+
+  const start = async (): Promise<void> => {
+    const opened = await switchboard.openSession({ integrationId: integration.id, clientId: visitorId })
+    if (opened.isErr()) {
+      send({ type: 'error', code: opened.error.code, message: opened.error.message })
+      socket.close(opened.error.code === 'VALIDATION_ERROR' ? 1011 : 1008, opened.error.code)
+      return
+    }
+    await useSession(opened.value)
+  }
+
+  const receiveMessage = async (frame: Extract<ClientFrame, { type: 'message' }>): Promise<void> => {
+    if (!messageLimiter.take(Date.now())) {
+      const seconds = Math.ceil(settings.rateLimit.windowMs / 1000)
+      return sendError(
+        'RATE_LIMITED',
+        `more than ${settings.rateLimit.messages} messages in ${seconds} s; wait a moment`,
+      )
+    }
+    const result = await switchboard.ingest({
+      integrationId: integration.id,
+      clientId: visitorId,
+      text: frame.text,
+      // Scoped to the visitor: two visitors' widgets may well pick the same ids.
+      ...(frame.clientMessageId === undefined
+        ? {}
+        : { externalId: `webchat:${visitorId}:${frame.clientMessageId}` }),
+    })
+    if (result.isErr()) {
+      send({ type: 'error', code: result.error.code, message: result.error.message })
+      if (result.error.code === 'INTEGRATION_INACTIVE' || result.error.code === 'NOT_FOUND') {
+        socket.close(1008, result.error.code)
+      }
+      return
+    }
+    const { session: stored, message, duplicate } = result.value
+    // The visitor's session was closed: the message opened a new one, announced before its ack.
+    if (!duplicate && stored.id !== session?.id) await useSession(stored)
+    send({
+      type: 'ack',
+      ...(frame.clientMessageId === undefined ? {} : { clientMessageId: frame.clientMessageId }),
+      messageId: message.id,
+    })
+    if (duplicate) return
+    // The visitor's other tabs show the message too.
+    const copy: SessionEvent = { kind: 'message', frame: messageFrame(message), fromConnection: connectionId }
+    eventBus.publish(sessionTopic(stored.id), copy).catch(() => undefined)
+    if (result.value.queued) setTyping(true)
+  }
+
+  const sendHistory = async (frame: Extract<ClientFrame, { type: 'history' }>): Promise<void> => {
+    if (session === null) return
+    if (!historyLimiter.take(Date.now()))
+      return sendError('RATE_LIMITED', 'too many history requests; wait a moment')
+    let afterSequence: number | undefined
+    if (frame.since !== undefined) {
+      const since = UUID.test(frame.since)
+        ? await switchboard.storage.messages.get({ id: frame.since })
+        : null
+      if (since === null || since.sessionId !== session.id) {
+        return sendError('VALIDATION_ERROR', 'since names no message of this conversation')
+      }
+      afterSequence = since.sequence
+    }
+    const sessionId = session.id
+    for (;;) {
+      const page = await switchboard.storage.messages.list({
+        sessionId,
+        ...(afterSequence === undefined ? {} : { afterSequence }),
+        limit: HISTORY_PAGE,
+      })
+      for (const message of page) {
+        // A blocked reply never reached the visitor and never will.
+        if (message.delivery === 'blocked') continue
+        if (socket.bufferedAmount > settings.maxBufferedBytes / 4) await sendFlushed(messageFrame(message))
+        else send(messageFrame(message))
+      }
+      const last = page[page.length - 1]
+      if (page.length < HISTORY_PAGE || last === undefined || socket.readyState !== WebSocket.OPEN) return
+      afterSequence = last.sequence
+    }
+  }
+
+  const handle = async (data: RawData, isBinary: boolean): Promise<void> => {
+    if (closed) return
+    if (isBinary) return sendError('VALIDATION_ERROR', 'frames are JSON text')
+    const parsed = parseClientFrame(data.toString())
+    if (!parsed.ok) return sendError('VALIDATION_ERROR', parsed.message)
+    if (parsed.frame.type === 'message') return receiveMessage(parsed.frame)
+    return sendHistory(parsed.frame)
+  }
+
+  const enqueue = (task: () => Promise<void>): void => {
+    queued += 1
+    work = work
+      .then(task)
+      .catch((error: unknown) => {
+        logger?.error({ integrationId: integration.id, error: String(error) }, 'webchat: a frame failed')
+        sendError('INTERNAL_ERROR', 'something went wrong; try again')
+      })
+      .finally(() => {
+        queued -= 1
+      })
+  }
+
+  socket.on('message', (data, isBinary) => {
+    if (queued >= MAX_QUEUED_FRAMES) {
+      socket.close(1008, 'too many frames at once')
+      return
+    }
+    enqueue(() => handle(data, isBinary))
+  })
+  socket.on('error', (error) => {
+    // ws reports what ends the connection (an oversized frame closes it with 1009) and then closes.
+    logger?.warn({ integrationId: integration.id, error: error.message }, 'webchat: socket error')
+  })
+  socket.on('close', () => {
+    closed = true
+    clearTimeout(typingTimer)
+    // The chain runs a subscription that arrives after the close, and drops it too.
+    enqueue(async () => {
+      await unsubscribe?.()
+      unsubscribe = null
+    })
+  })
+  enqueue(() =>
+    start().catch((error: unknown) => {
+      // Without a session the connection is of no use; the widget reconnects.
+      logger?.error(
+        { integrationId: integration.id, error: String(error) },
+        'webchat: could not start a session',
+      )
+      socket.close(1011, 'INTERNAL_ERROR')
+    }),
+  )
+}

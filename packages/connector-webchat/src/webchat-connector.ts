@@ -1,0 +1,99 @@
+import type {
+  Connector,
+  EventBus,
+  RuntimeLogger,
+  SendOutcome,
+  Switchboard,
+  SwitchboardEvents,
+} from '@switchboard/core'
+import { messageFrame } from './frames.js'
+import { type SessionEvent, sessionTopic } from './session-events.js'
+
+export const WEBCHAT_TYPE = 'webchat'
+
+export interface WebchatConnectorOptions {
+  readonly switchboard: Switchboard
+  /** Shared by every process of the deployment, so any of them reaches the visitor's socket. */
+  readonly eventBus: EventBus
+  readonly logger?: RuntimeLogger
+}
+
+/**
+ * The webchat channel as the runtime sees it. It has no `transferToHuman` (spec rule 5: a
+ * handoff to a human records HUMAN_TRANSFER_UNSUPPORTED).
+ */
+export interface WebchatConnector extends Connector {
+  readonly type: typeof WEBCHAT_TYPE
+  /** Stops relaying this process's runtime events to the visitors. */
+  close(): void
+}
+
+/** Sessions whose type was looked up; a session never changes integration, nor an integration type. */
+const KNOWN_SESSIONS_MAX = 10_000
+
+/**
+ * `send` publishes an outgoing message on the session's EventBus topic, so the process holding
+ * the visitor's socket delivers it, whichever process ran the turn. It also relays the runtime
+ * events the widget shows (an agent is typing, the session was paused, resumed or closed) from
+ * this process to the bus. Every process that runs turns or serves the sessions API needs one.
+ */
+export function createWebchatConnector(options: WebchatConnectorOptions): WebchatConnector {
+  const { switchboard, eventBus } = options
+  const knownSessions = new Map<string, boolean>()
+
+  const isWebchatSession = async (sessionId: string): Promise<boolean> => {
+    const known = knownSessions.get(sessionId)
+    if (known !== undefined) return known
+    const session = await switchboard.storage.sessions.get({ id: sessionId })
+    if (session === null) return false
+    const integration = await switchboard.storage.integrations.get({ id: session.integrationId })
+    if (integration === null) return false
+    if (knownSessions.size >= KNOWN_SESSIONS_MAX) knownSessions.clear()
+    const webchat = integration.type === WEBCHAT_TYPE
+    knownSessions.set(sessionId, webchat)
+    return webchat
+  }
+
+  const relay = (sessionId: string, event: SessionEvent) => {
+    isWebchatSession(sessionId)
+      .then((webchat) => (webchat ? eventBus.publish(sessionTopic(sessionId), event) : undefined))
+      .catch((error: unknown) =>
+        // A lost typing or state notice is cosmetic: the next frame or a `history` catches up.
+        options.logger?.warn({ sessionId, error: String(error) }, 'webchat: could not relay a session event'),
+      )
+  }
+
+  const onTurnStarted = (event: SwitchboardEvents['turn-started'][0]) =>
+    relay(event.sessionId, { kind: 'typing', on: true })
+  const onTurnCompleted = (event: SwitchboardEvents['turn-completed'][0]) => {
+    // A reply turns typing off where it is delivered; a turn without one says so itself.
+    if (!event.replied) relay(event.sessionId, { kind: 'typing', on: false })
+  }
+  const onStateChanged = (event: SwitchboardEvents['session-state-changed'][0]) =>
+    relay(event.sessionId, { kind: 'state', state: event.to })
+
+  switchboard.events.on('turn-started', onTurnStarted)
+  switchboard.events.on('turn-completed', onTurnCompleted)
+  switchboard.events.on('session-state-changed', onStateChanged)
+
+  return {
+    type: WEBCHAT_TYPE,
+    async send({ session, message }): Promise<SendOutcome> {
+      knownSessions.set(session.id, true)
+      try {
+        const event: SessionEvent = { kind: 'message', frame: messageFrame(message) }
+        await eventBus.publish(sessionTopic(session.id), event)
+        // Published is delivered as far as the outbox goes: a visitor who is not connected gets
+        // the message from `history` when the widget comes back.
+        return { ok: true }
+      } catch (error) {
+        return { ok: false, retryable: true, error: error instanceof Error ? error.message : String(error) }
+      }
+    },
+    close() {
+      switchboard.events.off('turn-started', onTurnStarted)
+      switchboard.events.off('turn-completed', onTurnCompleted)
+      switchboard.events.off('session-state-changed', onStateChanged)
+    },
+  }
+}

@@ -1,0 +1,167 @@
+import { type Server as HttpServer, type IncomingMessage, STATUS_CODES } from 'node:http'
+import type { Server as HttpsServer } from 'node:https'
+import type { Duplex } from 'node:stream'
+import type { ErrorCode, EventBus, RuntimeLogger, Switchboard } from '@switchboard/core'
+import { type WebSocket, WebSocketServer } from 'ws'
+import { MAX_FRAME_BYTES } from './frames.js'
+import { checkHandshake } from './handshake.js'
+import { type ConnectionSettings, serveVisitor } from './visitor-connection.js'
+import { createWebchatConnector, type WebchatConnector } from './webchat-connector.js'
+
+export interface WebchatServerOptions {
+  readonly switchboard: Switchboard
+  /** Shared by every process of the deployment: replies reach a socket held by any of them. */
+  readonly eventBus: EventBus
+  /** Any Node HTTP or HTTPS server; the WebSocket shares its port through the `upgrade` event. */
+  readonly server: HttpServer | HttpsServer
+  /** Where the integrations' sockets live: `{path}/{integrationId}`. Default `/api/webchat`. */
+  readonly path?: string
+  readonly logger?: RuntimeLogger
+  /** How often every socket is pinged; one that has not answered the previous ping is dropped. Default 30 s. */
+  readonly heartbeatIntervalMs?: number
+  /** Typing turns off by itself after this long. Default 30 s. */
+  readonly typingTimeoutMs?: number
+  /** Messages a connection may send per window. Default 20 per 10 s. */
+  readonly rateLimit?: { readonly messages: number; readonly windowMs: number }
+  /** A socket whose unsent data passes this is dropped. Default 1 MiB. */
+  readonly maxBufferedBytes?: number
+}
+
+export interface WebchatServer {
+  /** Registered on the switchboard under `webchat`. */
+  readonly connector: WebchatConnector
+  /** Visitor connections open in this process. */
+  connectionCount(): number
+  /** Refuses new connections, closes the open ones (1001, so widgets reconnect elsewhere). */
+  close(): Promise<void>
+}
+
+const DEFAULT_PATH = '/api/webchat'
+const CLOSE_GRACE_MS = 1000
+
+/**
+ * The webchat channel on an existing HTTP server (CONTRACT §7): the handshake's refusals are
+ * answered as plain HTTP before any upgrade, then each visitor's socket speaks the frame protocol.
+ * Also creates the webchat connector and registers it on the switchboard.
+ */
+export function createWebchatServer(options: WebchatServerOptions): WebchatServer {
+  const { switchboard, eventBus, server, logger } = options
+  const prefix = (options.path ?? DEFAULT_PATH).replace(/\/+$/, '')
+  const settings: ConnectionSettings = {
+    typingTimeoutMs: options.typingTimeoutMs ?? 30_000,
+    rateLimit: options.rateLimit ?? { messages: 20, windowMs: 10_000 },
+    maxBufferedBytes: options.maxBufferedBytes ?? 1024 * 1024,
+  }
+  const connector = createWebchatConnector({
+    switchboard,
+    eventBus,
+    ...(logger === undefined ? {} : { logger }),
+  })
+  switchboard.registerConnector(connector)
+  // The default maxPayload is 100 MiB; a larger frame closes the connection with 1009.
+  const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, clientTracking: false })
+  const alive = new Map<WebSocket, boolean>()
+  let closing = false
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const url = new URL(request.url ?? '/', 'http://localhost')
+    const match = url.pathname.startsWith(`${prefix}/`) ? url.pathname.slice(prefix.length + 1) : null
+    if (match === null) {
+      // Another upgrade listener may serve this path; alone, say so rather than leave the client hanging.
+      if (server.listenerCount('upgrade') === 1) refuse(socket, 404, 'NOT_FOUND', 'no WebSocket here')
+      return
+    }
+    socket.on('error', () => undefined)
+    if (closing) {
+      refuse(socket, 503, 'INTERNAL_ERROR', 'the server is shutting down')
+      return
+    }
+    const integrationId = match.replace(/\/$/, '')
+    checkHandshake({
+      storage: switchboard.storage,
+      integrationId,
+      origin: request.headers.origin,
+      token: url.searchParams.get('token'),
+    })
+      .then((verdict) => {
+        if (!verdict.ok) return refuse(socket, verdict.status, verdict.code, verdict.message)
+        if (closing || socket.destroyed) return socket.destroy()
+        sockets.handleUpgrade(request, socket, head, (webSocket) => {
+          alive.set(webSocket, true)
+          webSocket.on('pong', () => alive.set(webSocket, true))
+          webSocket.on('close', () => alive.delete(webSocket))
+          serveVisitor({
+            socket: webSocket,
+            switchboard,
+            eventBus,
+            integration: verdict.integration,
+            visitorId: verdict.visitorId,
+            visitorToken: verdict.visitorToken,
+            settings,
+            logger,
+          })
+        })
+      })
+      .catch((error: unknown) => {
+        logger?.error({ integrationId, error: String(error) }, 'webchat: handshake failed')
+        refuse(socket, 500, 'INTERNAL_ERROR', 'internal error')
+      })
+  }
+  server.on('upgrade', onUpgrade)
+
+  const heartbeat = setInterval(() => {
+    for (const [webSocket, answered] of alive) {
+      if (!answered) {
+        webSocket.terminate()
+        continue
+      }
+      alive.set(webSocket, false)
+      webSocket.ping()
+    }
+  }, options.heartbeatIntervalMs ?? 30_000)
+  heartbeat.unref()
+
+  return {
+    connector,
+    connectionCount: () => alive.size,
+    async close() {
+      if (closing) return
+      closing = true
+      server.off('upgrade', onUpgrade)
+      clearInterval(heartbeat)
+      connector.close()
+      const open = [...alive.keys()]
+      await Promise.all(
+        open.map(
+          (webSocket) =>
+            new Promise<void>((resolve) => {
+              const timer = setTimeout(() => {
+                webSocket.terminate()
+                resolve()
+              }, CLOSE_GRACE_MS)
+              webSocket.once('close', () => {
+                clearTimeout(timer)
+                resolve()
+              })
+              webSocket.close(1001, 'server shutting down')
+            }),
+        ),
+      )
+      await new Promise<void>((resolve) => sockets.close(() => resolve()))
+    },
+  }
+}
+
+/** A plain HTTP answer in the contract's error shape, then the socket is done. */
+function refuse(socket: Duplex, status: number, code: ErrorCode, message: string): void {
+  if (socket.destroyed) return
+  const body = JSON.stringify({ error: { code, message } })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
+      'Connection: close\r\n' +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n` +
+      body,
+  )
+  socket.once('finish', () => socket.destroy())
+}

@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Service, startService } from './support/start-service.js'
+import { connectVisitor, refusal } from './support/visitor.js'
+
+let service: Service
+let agentId: number
+
+beforeAll(async () => {
+  service = await startService()
+  agentId = await service.createAgent({ name: 'Concierge' })
+})
+afterAll(async () => {
+  await service.close()
+})
+
+const errorBody = (code: string) => ({ error: { code, message: expect.any(String) } })
+
+describe('the webchat handshake', () => {
+  it('answers 404 before the upgrade for an unknown integration, a malformed id or one of another type', async () => {
+    const msgplatform = await service.api<{ id: string }>('POST', '/api/integrations', {
+      type: 'msgplatform',
+      name: 'Platform',
+      entryAgentId: agentId,
+      config: { apiBaseUrl: 'http://127.0.0.1:9', apiToken: 'secret' },
+    })
+    for (const id of ['987654321', 'abc', '0', msgplatform.body.id]) {
+      expect(await refusal(service.socketUrl(id))).toEqual({ status: 404, body: errorBody('NOT_FOUND') })
+    }
+    expect((await refusal(`${service.socketUrl('1')}/extra`)).status).toBe(404)
+  })
+
+  it('answers 403 for an origin not in allowedOrigins, and for no Origin when the list is set', async () => {
+    const integrationId = await service.createWebchat({
+      entryAgentId: agentId,
+      allowedOrigins: ['https://shop.example.com'],
+    })
+    const url = service.socketUrl(integrationId)
+    expect(await refusal(url, { origin: 'https://evil.example.com' })).toEqual({
+      status: 403,
+      body: errorBody('FORBIDDEN'),
+    })
+    expect((await refusal(url, { origin: 'null' })).status).toBe(403)
+    expect((await refusal(url)).status).toBe(403)
+    const allowed = await connectVisitor(url, { headers: { origin: 'https://shop.example.com' } })
+    expect(await allowed.next()).toMatchObject({ type: 'session' })
+    await allowed.close()
+
+    // Without a list any origin may connect.
+    const open = await service.createWebchat({ entryAgentId: agentId })
+    const anyone = await connectVisitor(service.socketUrl(open), { headers: { origin: 'https://a.example' } })
+    expect(await anyone.next()).toMatchObject({ type: 'session' })
+    await anyone.close()
+  })
+
+  it('answers 403 for an inactive integration and drops its open sockets at the next message', async () => {
+    const integrationId = await service.createWebchat({ entryAgentId: agentId })
+    const before = await connectVisitor(service.socketUrl(integrationId))
+    const session = await before.next('session')
+    await service.api('PATCH', `/api/integrations/${integrationId}`, { active: false })
+    expect(await refusal(service.socketUrl(integrationId))).toEqual({
+      status: 403,
+      body: errorBody('INTEGRATION_INACTIVE'),
+    })
+    // Inactive wins over the token check: an unsigned caller learns nothing else.
+    expect((await refusal(service.socketUrl(integrationId, session.visitorToken as string))).status).toBe(403)
+    before.send({ type: 'message', text: 'anyone?' })
+    expect(await before.next('error')).toMatchObject({ code: 'INTEGRATION_INACTIVE' })
+    expect(await before.closed).toBe(1008)
+
+    await service.api('PATCH', `/api/integrations/${integrationId}`, { active: true })
+    const after = await connectVisitor(service.socketUrl(integrationId, session.visitorToken as string))
+    expect(await after.next()).toMatchObject({ type: 'session', sessionId: session.sessionId })
+    await after.close()
+  })
+
+  it('answers 401 for a bad token and for a token of another integration', async () => {
+    const mine = await service.createWebchat({ entryAgentId: agentId })
+    const theirs = await service.createWebchat({ entryAgentId: agentId })
+    const visitor = await connectVisitor(service.socketUrl(theirs))
+    const token = (await visitor.next('session')).visitorToken as string
+    await visitor.close()
+
+    expect(await refusal(service.socketUrl(mine, token))).toEqual({
+      status: 401,
+      body: errorBody('UNAUTHORIZED'),
+    })
+    // The same visitor id, relabelled for this integration, keeps the other one's signature.
+    const relabelled = token.replace(`v1.${theirs}.`, `v1.${mine}.`)
+    expect((await refusal(service.socketUrl(mine, relabelled))).status).toBe(401)
+    const tampered = `${token.slice(0, -2)}${token.endsWith('AA') ? 'BB' : 'AA'}`
+    for (const bad of ['', 'garbage', tampered, `${token}.extra`]) {
+      expect((await refusal(service.socketUrl(theirs, bad))).status).toBe(401)
+    }
+
+    // Rotating the integration's secret signs its visitors out.
+    await service.api('POST', `/api/integrations/${theirs}/rotate-secret`)
+    expect((await refusal(service.socketUrl(theirs, token))).status).toBe(401)
+  })
+
+  it('leaves plain HTTP on the same path to the HTTP API', async () => {
+    const response = await fetch(`${service.url}/api/webchat/1`)
+    expect(response.status).toBe(404)
+    expect(await response.json()).toEqual(errorBody('NOT_FOUND'))
+  })
+})
+
+describe('the webchat on an HTTPS server', () => {
+  it('speaks over wss on the same port as the HTTPS API', async () => {
+    const fixtures = new URL('../../../examples/reference-server/test/__fixtures__/', import.meta.url)
+      .pathname
+    const secure = await startService({
+      TLS_CERT_FILE: `${fixtures}localhost-cert.pem`,
+      TLS_KEY_FILE: `${fixtures}localhost-key.pem`,
+    })
+    try {
+      const entry = await secure.createAgent({ name: 'Secure' })
+      const integrationId = await secure.createWebchat({ entryAgentId: entry })
+      const url = secure.socketUrl(integrationId)
+      expect(url).toMatch(/^wss:\/\//)
+      const visitor = await connectVisitor(url, { rejectUnauthorized: false })
+      expect(await visitor.next()).toMatchObject({ type: 'session', state: 'ongoing' })
+      await visitor.close()
+    } finally {
+      await secure.close()
+    }
+  })
+})
+
+describe('the reference server’s widget routes', () => {
+  it('serves the widget script and the demo page', async () => {
+    const widget = await fetch(`${service.url}/widget.js`)
+    expect(widget.status).toBe(200)
+    expect(widget.headers.get('content-type')).toMatch(/^application\/javascript/)
+    expect(await widget.text()).toContain('api/webchat/')
+
+    const demo = await fetch(`${service.url}/demo/webchat?integration=12`)
+    expect(demo.status).toBe(200)
+    expect(demo.headers.get('content-type')).toMatch(/^text\/html/)
+    expect(await demo.text()).toContain(
+      '<script src="/widget.js" data-integration="12" data-open="true"></script>',
+    )
+
+    for (const query of ['', '?integration=', '?integration=<script>', '?integration=1&integration=2']) {
+      expect((await fetch(`${service.url}/demo/webchat${query}`)).status).toBe(400)
+    }
+  })
+})

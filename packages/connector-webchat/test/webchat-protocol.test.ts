@@ -1,0 +1,210 @@
+import { handoff, reply } from '@switchboard/core/testing'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { type Service, startService } from './support/start-service.js'
+import { connectVisitor, type Visitor } from './support/visitor.js'
+
+let service: Service
+let agentId: number
+let integrationId: string
+const visitors: Visitor[] = []
+
+beforeAll(async () => {
+  service = await startService()
+  agentId = await service.createAgent({ name: 'Concierge' })
+  integrationId = await service.createWebchat({ entryAgentId: agentId })
+})
+afterEach(async () => {
+  await Promise.all(visitors.splice(0).map((visitor) => visitor.close()))
+  service.model.assertDone()
+})
+afterAll(async () => {
+  await service.close()
+})
+
+async function visit(token?: string): Promise<Visitor> {
+  const visitor = await connectVisitor(service.socketUrl(integrationId, token))
+  visitors.push(visitor)
+  return visitor
+}
+
+interface SessionView {
+  state: string
+  metadata: { errors: { code: string }[] }
+}
+interface MessageView {
+  id: string
+  role: string
+  text: string
+  delivery?: string
+}
+
+const sessionMessages = async (sessionId: string) =>
+  (await service.api<{ messages: MessageView[] }>('GET', `/api/sessions/${sessionId}/messages`)).body.messages
+
+describe('the webchat protocol', () => {
+  it('opens with a session frame, acks a stored message, types, answers and stops typing', async () => {
+    service.model.script(agentId, reply('Hello! How can I help?'))
+    const visitor = await visit()
+    const session = await visitor.next()
+    expect(session).toEqual({
+      type: 'session',
+      sessionId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      visitorToken: expect.stringMatching(new RegExp(`^v1\\.${integrationId}\\.`)),
+      state: 'ongoing',
+    })
+
+    visitor.send({ type: 'message', text: 'Hi there', clientMessageId: 'c-1' })
+    const ack = await visitor.next()
+    expect(ack).toEqual({ type: 'ack', clientMessageId: 'c-1', messageId: expect.any(String) })
+    // Acked means stored.
+    const stored = await sessionMessages(session.sessionId as string)
+    expect(stored[0]).toMatchObject({ id: ack.messageId, role: 'customer', text: 'Hi there' })
+
+    expect(await visitor.next()).toEqual({ type: 'typing', on: true })
+    expect(await visitor.next()).toEqual({
+      type: 'message',
+      messageId: expect.any(String),
+      role: 'agent',
+      text: 'Hello! How can I help?',
+      agentId,
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+    })
+    expect(await visitor.next()).toEqual({ type: 'typing', on: false })
+    await service.reference.switchboard.idle()
+    const [, answer] = await sessionMessages(session.sessionId as string)
+    expect(answer).toMatchObject({ role: 'agent', delivery: 'sent' })
+  })
+
+  it('acks a message without a clientMessageId with its messageId alone', async () => {
+    service.model.script(agentId, reply('Sure.'))
+    const visitor = await visit()
+    await visitor.next('session')
+    visitor.send({ type: 'message', text: 'No id' })
+    expect(await visitor.next('ack')).toEqual({ type: 'ack', messageId: expect.any(String) })
+    await visitor.next('message')
+  })
+
+  it('resumes the same session with the token and replays history since a message', async () => {
+    service.model.script(agentId, reply('First answer'), reply('Second answer'))
+    const first = await visit()
+    const session = await first.next('session')
+    first.send({ type: 'message', text: 'one', clientMessageId: 'one' })
+    const one = await first.next('ack')
+    const firstAnswer = await first.next((frame) => frame.type === 'message' && frame.role === 'agent')
+    first.send({ type: 'message', text: 'two', clientMessageId: 'two' })
+    const two = await first.next('ack')
+    await first.next((frame) => frame.type === 'message' && frame.role === 'agent')
+    await first.close()
+
+    const again = await visit(session.visitorToken as string)
+    expect(await again.next()).toEqual({ ...session })
+    again.send({ type: 'history', since: firstAnswer.messageId })
+    const replayed = [await again.next('message'), await again.next('message')]
+    expect(replayed.map((frame) => [frame.role, frame.text])).toEqual([
+      ['customer', 'two'],
+      ['agent', 'Second answer'],
+    ])
+    expect(replayed[0]!.messageId).toBe(two.messageId)
+    expect(await again.quietFor(100, 'message')).toBe(true)
+
+    again.send({ type: 'history' })
+    const everything = await Promise.all([1, 2, 3, 4].map(() => again.next('message')))
+    expect(everything.map((frame) => frame.text)).toEqual(['one', 'First answer', 'two', 'Second answer'])
+    expect(everything[0]!.messageId).toBe(one.messageId)
+
+    again.send({ type: 'history', since: '00000000-0000-4000-8000-000000000000' })
+    expect(await again.next('error')).toMatchObject({ code: 'VALIDATION_ERROR' })
+  })
+
+  it('stores a repeated clientMessageId once and acks it again with the original messageId', async () => {
+    service.model.script(agentId, reply('Once'))
+    const visitor = await visit()
+    const session = await visitor.next('session')
+    visitor.send({ type: 'message', text: 'same', clientMessageId: 'dup-1' })
+    visitor.send({ type: 'message', text: 'same', clientMessageId: 'dup-1' })
+    const [first, second] = [await visitor.next('ack'), await visitor.next('ack')]
+    expect(second).toEqual(first)
+    await visitor.next('message')
+    await visitor.close()
+
+    // After a reconnect too, as a widget resends what it never saw acked.
+    const again = await visit(session.visitorToken as string)
+    await again.next('session')
+    again.send({ type: 'message', text: 'same', clientMessageId: 'dup-1' })
+    expect(await again.next('ack')).toEqual(first)
+    await service.reference.switchboard.idle()
+    const customerMessages = (await sessionMessages(session.sessionId as string)).filter(
+      (message) => message.role === 'customer',
+    )
+    expect(customerMessages).toHaveLength(1)
+    expect(await again.quietFor(100, 'typing')).toBe(true)
+  })
+
+  it('answers bad frames with VALIDATION_ERROR and keeps the connection open', async () => {
+    service.model.script(agentId, reply('Still here'))
+    const visitor = await visit()
+    await visitor.next('session')
+    const bad = [
+      '{not json',
+      JSON.stringify('a string'),
+      JSON.stringify({ type: 'dance' }),
+      JSON.stringify({ text: 'no type' }),
+      JSON.stringify({ type: 'message', text: '' }),
+      JSON.stringify({ type: 'message', text: '   ' }),
+      JSON.stringify({ type: 'message', text: 'x'.repeat(4001) }),
+      JSON.stringify({ type: 'message', text: 7 }),
+      JSON.stringify({ type: 'message', text: 'hi', clientMessageId: 'x'.repeat(101) }),
+      JSON.stringify({ type: 'history', since: 5 }),
+    ]
+    for (const frame of bad) {
+      visitor.send(frame)
+      expect(await visitor.next()).toEqual({
+        type: 'error',
+        code: 'VALIDATION_ERROR',
+        message: expect.any(String),
+      })
+    }
+    visitor.socket.send(Buffer.from([1, 2, 3]), { binary: true })
+    expect(await visitor.next()).toMatchObject({ type: 'error', code: 'VALIDATION_ERROR' })
+    // 4000 emoji are 4000 characters, though 8000 UTF-16 units.
+    visitor.send({ type: 'message', text: '😀'.repeat(4000), clientMessageId: 'emoji' })
+    expect(await visitor.next('ack')).toMatchObject({ clientMessageId: 'emoji' })
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'Still here' })
+  })
+
+  it('closes the connection on a frame over 64 KiB with 1009, and keeps serving', async () => {
+    const visitor = await visit()
+    await visitor.next('session')
+    visitor.send({ type: 'message', text: 'x'.repeat(70 * 1024) })
+    expect(await visitor.closed).toBe(1009)
+    expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
+    const next = await visit()
+    expect(await next.next()).toMatchObject({ type: 'session' })
+  })
+
+  it('records a handoff to a human as HUMAN_TRANSFER_UNSUPPORTED, and the agent answers on', async () => {
+    const human = await service.createAgent({ name: 'Human desk', kind: 'human' })
+    const triage = await service.createAgent({
+      name: 'Triage',
+      handoff: { enabled: true, allowedTargets: [human] },
+    })
+    const entry = await service.createWebchat({ entryAgentId: triage })
+    service.model.script(
+      triage,
+      handoff(human, 'customer asked for a person'),
+      reply('I will help you myself.'),
+    )
+    const visitor = await connectVisitor(service.socketUrl(entry))
+    visitors.push(visitor)
+    const session = await visitor.next('session')
+    visitor.send({ type: 'message', text: 'I want a human', clientMessageId: 'h-1' })
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'I will help you myself.' })
+    const view = await service.api<SessionView & { activeAgentId: number }>(
+      'GET',
+      `/api/sessions/${session.sessionId}`,
+    )
+    expect(view.body.state).toBe('ongoing')
+    expect(view.body.activeAgentId).toBe(triage)
+    expect(view.body.metadata.errors.map((error) => error.code)).toEqual(['HUMAN_TRANSFER_UNSUPPORTED'])
+  })
+})

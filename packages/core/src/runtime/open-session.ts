@@ -1,0 +1,107 @@
+import { err, ok, type Result } from 'neverthrow'
+import { pathEntry } from '../domain/agent-path.js'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import type { Session } from '../domain/session.js'
+import { emptySharedContext } from '../domain/shared-context.js'
+import type { Integration, Repositories } from '../ports/storage.js'
+import type { RuntimeContext } from './runtime-context.js'
+
+/** Who a session talks to: one customer on one integration. */
+export interface CustomerAddress {
+  readonly integrationId: string
+  readonly clientId: string
+  readonly channelId?: string | undefined
+  readonly transport?: string | undefined
+}
+
+const MAX_ATTEMPTS = 3
+
+/**
+ * Replies go back on the channel and transport of the message they answer (CONTRACT §6), so the
+ * session follows a customer who writes from another channel of the same integration.
+ */
+async function followCustomer(
+  tx: Repositories,
+  session: Session,
+  customer: CustomerAddress,
+  now: Date,
+): Promise<Session> {
+  const channelId = customer.channelId ?? session.customer.channelId
+  const transport = customer.transport ?? session.customer.transport
+  if (channelId === session.customer.channelId && transport === session.customer.transport) return session
+  const saved = await tx.sessions.save({
+    ...session,
+    customer: {
+      clientId: session.customer.clientId,
+      ...(channelId === undefined ? {} : { channelId }),
+      ...(transport === undefined ? {} : { transport }),
+    },
+    updatedAt: now.toISOString(),
+  })
+  // Another writer got there first; the caller's transaction is retried on the fresh session.
+  if (saved === null) throw new Error('the session changed while a message arrived')
+  return saved
+}
+
+/** The customer's open session, or a new one with the integration's entry agent active. */
+export async function findOrOpenSession(
+  context: RuntimeContext,
+  tx: Repositories,
+  integration: Integration,
+  customer: CustomerAddress,
+  now: Date,
+): Promise<Result<Session, SwitchboardError>> {
+  const open = await tx.sessions.findOpen({ integrationId: integration.id, clientId: customer.clientId })
+  if (open !== null) return ok(await followCustomer(tx, open, customer, now))
+  const entryAgent = await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
+  if (entryAgent === null) {
+    return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
+  }
+  return ok(
+    await tx.sessions.create({
+      id: context.ids.uuid(),
+      companyId: integration.companyId,
+      integrationId: integration.id,
+      customer: {
+        clientId: customer.clientId,
+        ...(customer.channelId === undefined ? {} : { channelId: customer.channelId }),
+        ...(customer.transport === undefined ? {} : { transport: customer.transport }),
+      },
+      state: 'ongoing',
+      activeAgentId: entryAgent.id,
+      entryAgentId: entryAgent.id,
+      metadata: {
+        agentPath: [pathEntry(entryAgent, 'initial', now)],
+        sharedContext: emptySharedContext(),
+        errors: [],
+      },
+      createdAt: now.toISOString(),
+      updatedAt: now.toISOString(),
+    }),
+  )
+}
+
+/**
+ * The customer's open session, opened now if there is none (a closed session is never reused).
+ * For channels that show the session before the first message, like webchat.
+ */
+export async function openSession(
+  context: RuntimeContext,
+  customer: CustomerAddress,
+): Promise<Result<Session, SwitchboardError>> {
+  const integration = await context.storage.integrations.get({ id: customer.integrationId })
+  if (integration === null) return err(switchboardError('NOT_FOUND', 'integration not found'))
+  if (!integration.active)
+    return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await context.storage.transaction((tx) =>
+        findOrOpenSession(context, tx, integration, customer, context.clock.now()),
+      )
+    } catch (error) {
+      // A concurrent call (another tab, another process) opened the customer's session first.
+      if (attempt < MAX_ATTEMPTS) continue
+      throw error
+    }
+  }
+}
