@@ -34,7 +34,9 @@ for (const relative of order) {
   console.error(`building ${relative}…`)
   const result = spawnSync('npm', ['run', 'build', '--silent'], {
     cwd: dir,
-    stdio: ['ignore', 'inherit', 'inherit'],
+    // tsup's progress is noise here; its errors still show on stderr.
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, SWITCHBOARD_BUILD_FOR_START: '1' },
   })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }

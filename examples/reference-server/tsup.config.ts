@@ -3,7 +3,6 @@ import { defineConfig } from 'tsup'
 export default defineConfig({
   entry: { main: 'src/main.ts', index: 'src/index.ts' },
   format: ['esm'],
-  dts: { entry: { index: 'src/index.ts' } },
   clean: true,
   sourcemap: true,
   target: 'node20',
