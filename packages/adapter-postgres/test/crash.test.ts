@@ -1,0 +1,170 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes, randomUUID } from 'node:crypto'
+import {
+  type Completion,
+  createMemoryKnowledgeIndex,
+  createSwitchboard,
+  type LlmProvider,
+  type Storage,
+  type Switchboard,
+} from '@switchboard/core'
+import { createRecordingConnector } from '@switchboard/core/testing'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createPgDb, createPostgresStorage, type Db } from '../src/index.js'
+
+const connectionString = process.env.DATABASE_URL
+const LEASE_MS = 1500
+const worker = new URL('./support/hanging-worker.ts', import.meta.url).pathname
+
+/** Answers every message at once with a text that names it, so replies can be matched to messages. */
+const answeringModel: LlmProvider = {
+  name: 'answering',
+  async complete(request): Promise<Completion> {
+    const current = request.messages[request.messages.length - 1]
+    return {
+      text: `answer to ${current?.content}`,
+      toolCalls: [],
+      usage: { inputTokens: 1, outputTokens: 1 },
+    }
+  },
+}
+
+function startHangingWorker(schema: string) {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', worker], {
+    env: { ...process.env, DATABASE_URL: connectionString, SCHEMA: schema, LEASE_MS: String(LEASE_MS) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  const modelCalled = new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+      const match = /model-called (.*)\n/.exec(stdout)
+      if (match) resolve(match[1]!)
+    })
+    child.once('exit', (code, signal) => reject(new Error(`worker exited (${code ?? signal}): ${stderr}`)))
+  })
+  return { child, modelCalled }
+}
+
+// Only a real server has other processes; CI always sets DATABASE_URL, so this never skips there.
+describe.runIf(connectionString !== undefined && connectionString !== '')(
+  'a worker process killed mid-turn',
+  () => {
+    const schema = `switchboard_crash_${randomBytes(6).toString('hex')}`
+    let admin: Db
+    let db: Db
+    let storage: Storage
+    const children: ChildProcess[] = []
+
+    beforeAll(async () => {
+      admin = createPgDb({ connectionString, max: 1 })
+      await admin.query(`CREATE SCHEMA ${schema}`)
+      db = createPgDb({ connectionString, max: 10, options: `-c search_path=${schema}` })
+      storage = await createPostgresStorage({ db })
+    })
+
+    afterAll(async () => {
+      for (const child of children) child.kill('SIGKILL')
+      await storage?.close()
+      await db?.close()
+      await admin?.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      await admin?.close()
+    })
+
+    it('loses its job to another process once the lease runs out; the customer gets one reply per message', async () => {
+      const at = new Date()
+      const company = await storage.companies.create({ companyName: 'Crash', publicId: randomUUID(), at })
+      const agent = await storage.agents.create({
+        companyId: company.id,
+        name: 'Crash agent',
+        kind: 'ai',
+        systemPrompt: '',
+        llmModel: 'gpt-4o-mini',
+        maxDepth: 3,
+        handoff: {
+          enabled: false,
+          allowedTargets: [],
+          announceHandoff: true,
+          handoffMessageTemplate: '',
+          messageHistoryDepth: 15,
+          msgplatform: { sendSystemMessage: true },
+        },
+        fallbackReply: null,
+        at,
+      })
+      const integration = await storage.integrations.create({
+        companyId: company.id,
+        type: 'recording',
+        name: 'recorded channel',
+        active: true,
+        entryAgentId: agent.id,
+        config: {},
+        webhookSecret: null,
+        at,
+      })
+      const switchboards: Switchboard[] = []
+      const start = (concurrency: number, connector = createRecordingConnector()) => {
+        const switchboard = createSwitchboard({
+          storage,
+          model: answeringModel,
+          knowledge: createMemoryKnowledgeIndex(),
+          connectors: [connector],
+          leaseMs: LEASE_MS,
+          pollMs: 100,
+          concurrency,
+        })
+        switchboards.push(switchboard)
+        return switchboard
+      }
+      try {
+        const front = start(0)
+        const receive = (text: string) =>
+          front.ingest({ integrationId: integration.id, clientId: 'customer', text, externalId: text })
+        const first = (await receive('first'))._unsafeUnwrap()
+
+        const hanging = startHangingWorker(schema)
+        children.push(hanging.child)
+        expect(await hanging.modelCalled).toBe('first')
+        // Arrives while the killed-to-be worker holds the session: it must wait for the first.
+        await receive('second')
+
+        // This process polls the queue the whole time; the worker's renewals keep it out for two
+        // leases, and the second message may not overtake the first.
+        const connector = createRecordingConnector()
+        const survivor = start(2, connector)
+        const turns: { text: string; at: number }[] = []
+        survivor.events.on('turn-started', async ({ messageId }) => {
+          const message = await storage.messages.get({ id: messageId })
+          turns.push({ text: message?.text ?? '?', at: Date.now() })
+        })
+        await new Promise((resolve) => setTimeout(resolve, 2 * LEASE_MS))
+        expect(turns).toEqual([])
+
+        hanging.child.kill('SIGKILL')
+        const killedAt = Date.now()
+        await expect.poll(() => connector.sent.length, { timeout: 15_000, interval: 50 }).toBe(2)
+        await survivor.idle()
+        // A lease, a poll and some slack for a loaded machine.
+        expect(turns[0]!.at - killedAt).toBeLessThan(LEASE_MS + 5_000)
+
+        expect(connector.sent.map((sent) => sent.text)).toEqual(['answer to first', 'answer to second'])
+        const messages = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
+        expect(messages.map((message) => [message.role, message.text, message.delivery ?? null])).toEqual([
+          ['customer', 'first', null],
+          ['customer', 'second', null],
+          ['agent', 'answer to first', 'sent'],
+          ['agent', 'answer to second', 'sent'],
+        ])
+        const jobs = await db.query<{ state: string }>('SELECT state FROM jobs ORDER BY id')
+        expect(jobs.map((job) => job.state)).toEqual(['done', 'done'])
+        expect(await db.query('SELECT message_id FROM outbox')).toEqual([])
+      } finally {
+        await Promise.all(switchboards.map((switchboard) => switchboard.stop()))
+      }
+    }, 40_000)
+  },
+)

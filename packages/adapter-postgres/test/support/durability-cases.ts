@@ -1,0 +1,313 @@
+import { randomUUID } from 'node:crypto'
+import {
+  type Completion,
+  createMemoryKnowledgeIndex,
+  createSwitchboard,
+  type Integration,
+  type LlmProvider,
+  type Storage,
+  type Switchboard,
+} from '@switchboard/core'
+import { createManualClock, createRecordingConnector } from '@switchboard/core/testing'
+import { expect, it } from 'vitest'
+import { createPostgresStorage, type Db, type DbClient, type DbRow } from '../../src/index.js'
+
+export interface DurabilityCaseContext {
+  readonly db: () => Db
+  readonly storage: () => Storage
+  /** Another connection pool on the same database, as a second process would have; else `db`. */
+  readonly otherDb?: () => Db
+}
+
+const LEASE_MS = 30_000
+const CENTURY_MS = 100 * 365 * 24 * 3600 * 1000
+const usage = { inputTokens: 10, outputTokens: 5 }
+
+/**
+ * The storage is shared with the conformance suites, and a switchboard's workers take any due job
+ * of the database: jobs other tests left queued are leased for a century, so these tests' workers
+ * only ever see their own.
+ */
+async function parkLeftoverJobs(storage: Storage): Promise<void> {
+  // A day ahead, so a job due a little later (a retry's backoff) is parked as well.
+  const now = new Date(Date.now() + 24 * 3600 * 1000)
+  while ((await storage.jobs.lease({ now, leaseMs: CENTURY_MS, token: `parked-${randomUUID()}` })) !== null) {
+    // Each lease parks one job; the loop ends when none is due.
+  }
+}
+
+async function seed(storage: Storage): Promise<{ companyId: number; integration: Integration }> {
+  const at = new Date()
+  const company = await storage.companies.create({ companyName: 'Durable', publicId: randomUUID(), at })
+  const agent = await storage.agents.create({
+    companyId: company.id,
+    name: 'Durable agent',
+    kind: 'ai',
+    systemPrompt: '',
+    llmModel: 'gpt-4o-mini',
+    maxDepth: 3,
+    handoff: {
+      enabled: false,
+      allowedTargets: [],
+      announceHandoff: true,
+      handoffMessageTemplate: '',
+      messageHistoryDepth: 15,
+      msgplatform: { sendSystemMessage: true },
+    },
+    fallbackReply: null,
+    at,
+  })
+  const integration = await storage.integrations.create({
+    companyId: company.id,
+    type: 'recording',
+    name: 'recorded channel',
+    active: true,
+    entryAgentId: agent.id,
+    config: {},
+    webhookSecret: null,
+    at,
+  })
+  return { companyId: company.id, integration }
+}
+
+function deferred<T = void>() {
+  let resolve: (value: T) => void = () => {}
+  const promise = new Promise<T>((settle) => {
+    resolve = settle
+  })
+  return { promise, resolve }
+}
+
+/**
+ * A `Db` whose statements and transactions fail once it is "down", as when the server stops or
+ * the network breaks. It goes down by itself at the first statement matching `goDownAt`, so the
+ * failure lands in the middle of a transaction that already wrote something.
+ */
+function createFailingDb(db: Db) {
+  let down = false
+  let goDownAt: RegExp | null = null
+  const failIfDown = (sql: string) => {
+    if (goDownAt?.test(sql)) {
+      down = true
+      goDownAt = null
+    }
+    if (down) throw new Error('Connection terminated unexpectedly')
+  }
+  const wrap = (client: DbClient): DbClient => ({
+    async query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
+      failIfDown(sql)
+      return client.query<Row>(sql, params)
+    },
+  })
+  const failing: Db = {
+    kind: db.kind,
+    query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) =>
+      wrap(db).query<Row>(sql, params),
+    async transaction(fn) {
+      if (down) throw new Error('Connection terminated unexpectedly')
+      return db.transaction((client) => fn(wrap(client)))
+    },
+    listen: (channel, handler) => db.listen(channel, handler),
+    notify: (channel, payload) => db.notify(channel, payload),
+    // The real database belongs to the test file.
+    close: async () => {},
+  }
+  return {
+    db: failing,
+    failFrom(statement: RegExp) {
+      goDownAt = statement
+    },
+    comeBack() {
+      down = false
+      goDownAt = null
+    },
+  }
+}
+
+/** Durability promises of the runtime on this adapter, on either driver. */
+export function runDurabilityCases(context: DurabilityCaseContext): void {
+  it('fences a worker whose lease was taken over: its late turn writes nothing and sends nothing', async () => {
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { companyId, integration } = await seed(storage)
+    const otherStorage =
+      context.otherDb === undefined ? storage : await createPostgresStorage({ db: context.otherDb() })
+
+    // The stale worker saves a fact, then stalls in its second model call until the test lets go.
+    const stalled = deferred()
+    const letGo = deferred()
+    const staleModel: LlmProvider = {
+      name: 'stalling',
+      async complete(request): Promise<Completion> {
+        const last = request.messages[request.messages.length - 1]
+        if (last?.role !== 'tool') {
+          const call = { id: 'call_fact', name: 'save_fact', arguments: '{"key":"late","value":"yes"}' }
+          return { text: '', toolCalls: [call], usage }
+        }
+        stalled.resolve()
+        await letGo.promise
+        return { text: 'late reply', toolCalls: [], usage }
+      },
+    }
+    const takeoverModel: LlmProvider = {
+      name: 'prompt',
+      complete: async () => ({ text: 'on-time reply', toolCalls: [], usage }),
+    }
+    // Manual clocks: the stale worker never renews its lease, and the other one lives a lease
+    // later, so the lease has expired for it without the test waiting.
+    const staleClock = createManualClock(new Date())
+    const laterClock = createManualClock(new Date(Date.now() + 2 * LEASE_MS))
+    const staleConnector = createRecordingConnector()
+    const takeoverConnector = createRecordingConnector()
+    const switchboards: Switchboard[] = []
+    try {
+      const stale = createSwitchboard({
+        storage,
+        model: staleModel,
+        knowledge: createMemoryKnowledgeIndex(),
+        connectors: [staleConnector],
+        clock: staleClock,
+        leaseMs: LEASE_MS,
+        concurrency: 1,
+      })
+      switchboards.push(stale)
+      const ingested = await stale.ingest({ integrationId: integration.id, clientId: 'customer', text: 'hi' })
+      const sessionId = ingested._unsafeUnwrap().session.id
+      await stalled.promise
+
+      const takeover = createSwitchboard({
+        storage: otherStorage,
+        model: takeoverModel,
+        knowledge: createMemoryKnowledgeIndex(),
+        connectors: [takeoverConnector],
+        clock: laterClock,
+        leaseMs: LEASE_MS,
+        concurrency: 1,
+      })
+      switchboards.push(takeover)
+      await expect.poll(() => takeoverConnector.sent.length, { timeout: 10_000 }).toBe(1)
+      await takeover.idle()
+
+      letGo.resolve()
+      await stale.idle()
+
+      expect(takeoverConnector.sent.map((sent) => sent.text)).toEqual(['on-time reply'])
+      expect(staleConnector.sent).toEqual([])
+      const messages = await storage.messages.list({ sessionId, limit: 10 })
+      expect(messages.map((message) => [message.role, message.text])).toEqual([
+        ['customer', 'hi'],
+        ['agent', 'on-time reply'],
+      ])
+      const session = await storage.sessions.get({ id: sessionId })
+      expect(session?.metadata.sharedContext.facts).toEqual({})
+      // One model call was charged: the turn that committed. The stale turn made two.
+      const charged = await storage.billing.listUsage({ companyId, limit: 10 })
+      expect(charged.items).toHaveLength(1)
+      expect(await storage.jobs.pending({ sessionId })).toBe(0)
+    } finally {
+      letGo.resolve()
+      await Promise.all(switchboards.map((switchboard) => switchboard.stop()))
+      if (otherStorage !== storage) await otherStorage.close()
+    }
+  })
+
+  it("charges a turn's usage last in its commit, so the company's balance row stays locked only until COMMIT", async () => {
+    // Every turn of a company updates its one balance row. Charged earlier, the row stays locked
+    // while the rest of the turn is written, and the company's turns queue on it, each holding a
+    // pooled connection that ingest then waits for.
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { integration } = await seed(storage)
+    const transactions: string[][] = []
+    const db = context.db()
+    const recording: Db = {
+      ...db,
+      transaction: (fn) =>
+        db.transaction((client) => {
+          const statements: string[] = []
+          transactions.push(statements)
+          return fn({
+            query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) => {
+              statements.push(sql.replace(/\s+/g, ' ').trim())
+              return client.query<Row>(sql, params)
+            },
+          })
+        }),
+    }
+    const recordingStorage = await createPostgresStorage({ db: recording })
+    const switchboard = createSwitchboard({
+      storage: recordingStorage,
+      model: { name: 'prompt', complete: async () => ({ text: 'reply', toolCalls: [], usage }) },
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [createRecordingConnector()],
+      clock: createManualClock(new Date()),
+    })
+    try {
+      await switchboard.ingest({ integrationId: integration.id, clientId: 'charged', text: 'hi' })
+      await switchboard.idle()
+      const commit = transactions.find((statements) => statements.some((sql) => sql.includes('usage_records')))
+      expect(commit, 'the transaction that charged the turn').toBeDefined()
+      const charge = commit!.findIndex((sql) => sql.includes('usage_records'))
+      expect(commit!.slice(charge + 1)).toEqual([])
+      expect(commit!.some((sql) => sql.startsWith('UPDATE sessions'))).toBe(true)
+    } finally {
+      await switchboard.stop()
+      await recordingStorage.close()
+    }
+  })
+
+  it('keeps nothing of a message whose ingest the database failed midway, and takes it once it is back', async () => {
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { integration } = await seed(storage)
+    const failing = createFailingDb(context.db())
+    const failingStorage = await createPostgresStorage({ db: failing.db })
+    // Ingest only: what is checked is what the database holds.
+    const switchboard = createSwitchboard({
+      storage: failingStorage,
+      model: { name: 'unused', complete: async () => ({ text: '', toolCalls: [], usage }) },
+      knowledge: createMemoryKnowledgeIndex(),
+      concurrency: 0,
+    })
+    const receive = (clientId: string, externalId: string) =>
+      switchboard.ingest({ integrationId: integration.id, clientId, text: externalId, externalId })
+    try {
+      const first = (await receive('known', 'known-1'))._unsafeUnwrap()
+
+      // A message of an open session: the database goes away after the message row, before its job.
+      failing.failFrom(/INSERT INTO jobs/)
+      await expect(receive('known', 'known-2')).rejects.toThrow(/terminated/)
+      // A new customer's first message: the session row would be written first.
+      await expect(receive('new', 'new-1')).rejects.toThrow(/terminated/)
+
+      failing.comeBack()
+      expect(
+        await storage.messages.findByExternalId({ integrationId: integration.id, externalId: 'known-2' }),
+      ).toBeNull()
+      expect(
+        await storage.messages.findByExternalId({ integrationId: integration.id, externalId: 'new-1' }),
+      ).toBeNull()
+      expect(await storage.sessions.findOpen({ integrationId: integration.id, clientId: 'new' })).toBeNull()
+      const knownMessages = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
+      expect(knownMessages.map((message) => message.text)).toEqual(['known-1'])
+      expect(await storage.jobs.pending({ sessionId: first.session.id })).toBe(1)
+
+      // The platform sends both again; now they are stored, each with its job, once.
+      const retried = (await receive('known', 'known-2'))._unsafeUnwrap()
+      const opened = (await receive('new', 'new-1'))._unsafeUnwrap()
+      expect([retried.duplicate, retried.queued, opened.duplicate, opened.queued]).toEqual([
+        false,
+        true,
+        false,
+        true,
+      ])
+      expect(await storage.jobs.pending({ sessionId: first.session.id })).toBe(2)
+      expect(await storage.jobs.pending({ sessionId: opened.session.id })).toBe(1)
+    } finally {
+      await switchboard.stop()
+      await failingStorage.close()
+      // Done with: no later test's workers should find these jobs due.
+      await parkLeftoverJobs(storage)
+    }
+  })
+}
