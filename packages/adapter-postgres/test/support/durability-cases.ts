@@ -245,7 +245,9 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
     try {
       await switchboard.ingest({ integrationId: integration.id, clientId: 'charged', text: 'hi' })
       await switchboard.idle()
-      const commit = transactions.find((statements) => statements.some((sql) => sql.includes('usage_records')))
+      const commit = transactions.find((statements) =>
+        statements.some((sql) => sql.includes('usage_records')),
+      )
       expect(commit, 'the transaction that charged the turn').toBeDefined()
       const charge = commit!.findIndex((sql) => sql.includes('usage_records'))
       expect(commit!.slice(charge + 1)).toEqual([])
