@@ -45,10 +45,6 @@ export const notFound: RequestHandler = (request, response) => {
   sendError(response, switchboardError('NOT_FOUND', `no route for ${request.method} ${request.path}`))
 }
 
-function bodyError(message: string) {
-  return switchboardError('VALIDATION_ERROR', message, [{ path: '(root)', message }])
-}
-
 /** Body-parser failures and anything else Express caught, in the contract's error shape. */
 export function errorHandler(logger: RouteLogger): ErrorRequestHandler {
   return (error: { type?: string; status?: number }, _request, response, _next) => {
@@ -63,12 +59,11 @@ export function errorHandler(logger: RouteLogger): ErrorRequestHandler {
     if (error instanceof URIError) {
       return sendError(response, switchboardError('NOT_FOUND', 'no such resource'))
     }
-    // `details` names the whole body, so every VALIDATION_ERROR about a body has them (CONTRACT §2).
     if (error.type === 'entity.parse.failed') {
-      return sendError(response, bodyError('the request body is not valid JSON'))
+      return sendError(response, switchboardError('VALIDATION_ERROR', 'the request body is not valid JSON'))
     }
     if (typeof error.status === 'number' && error.status >= 400 && error.status < 500) {
-      return sendError(response, bodyError('the request body could not be read'))
+      return sendError(response, switchboardError('VALIDATION_ERROR', 'the request could not be read'))
     }
     logger.error({ err: error, requestId: response.locals.requestId }, 'unhandled error')
     sendError(response, switchboardError('INTERNAL_ERROR', 'internal server error'))
