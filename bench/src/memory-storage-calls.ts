@@ -23,6 +23,8 @@ interface Fixture {
   readonly integrationId: string
   readonly agentId: number
   next: number
+  /** The one session the save row keeps saving. */
+  saved: Session | null
 }
 
 async function openFixture(): Promise<Fixture> {
@@ -42,7 +44,31 @@ async function openFixture(): Promise<Fixture> {
     webhookSecret: null,
     at: new Date(),
   })
-  return { storage, integrationId: integration.id, agentId: agent.id, next: 0 }
+  return { storage, integrationId: integration.id, agentId: agent.id, next: 0, saved: null }
+}
+
+function newSession(
+  fixture: Fixture,
+  clientId: string,
+  at: string,
+): Parameters<Storage['sessions']['create']>[0] {
+  const { integrationId, agentId } = fixture
+  return {
+    id: randomUUID(),
+    companyId: COMPANY_ID,
+    integrationId,
+    customer: { clientId },
+    state: 'ongoing',
+    activeAgentId: agentId,
+    entryAgentId: agentId,
+    metadata: {
+      agentPath: [{ agentId, agentName: 'support', timestamp: at, via: 'initial' }],
+      sharedContext: { facts: {}, journey: [] },
+      errors: [],
+    },
+    createdAt: at,
+    updatedAt: at,
+  }
 }
 
 /** What `ingest`, `processJob` and the outbox delivery ask of the storage for one message. */
@@ -57,22 +83,7 @@ async function turn(fixture: Fixture): Promise<void> {
     let session = await tx.sessions.findOpen({ integrationId, clientId })
     if (session === null) {
       await tx.agents.get({ companyId: COMPANY_ID, id: integration.entryAgentId })
-      session = await tx.sessions.create({
-        id: randomUUID(),
-        companyId: COMPANY_ID,
-        integrationId,
-        customer: { clientId },
-        state: 'ongoing',
-        activeAgentId: agentId,
-        entryAgentId: agentId,
-        metadata: {
-          agentPath: [{ agentId, agentName: 'support', timestamp: at, via: 'initial' }],
-          sharedContext: { facts: {}, journey: [] },
-          errors: [],
-        },
-        createdAt: at,
-        updatedAt: at,
-      })
+      session = await tx.sessions.create(newSession(fixture, clientId, at))
     }
     const message = await tx.messages.insert({
       id: randomUUID(),
@@ -181,19 +192,12 @@ async function main(): Promise<void> {
     ['empty transaction', (fixture) => fixture.storage.transaction(async () => undefined)],
     ['sessions.get outside a transaction', (fixture) => fixture.storage.sessions.get({ id: 'none' })],
     [
-      'messages.insert outside a transaction',
-      (fixture) =>
-        fixture.storage.messages.insert({
-          id: randomUUID(),
-          companyId: COMPANY_ID,
-          sessionId: 'bench',
-          integrationId: fixture.integrationId,
-          role: 'agent',
-          text: 'Hi Ann, the pro plan is 20 USD a month.',
-          agentId: fixture.agentId,
-          at: new Date(),
-          delivery: 'pending',
-        }),
+      'sessions.save outside a transaction',
+      async (fixture) => {
+        const at = '2025-01-01T00:00:00.000Z'
+        fixture.saved ??= await fixture.storage.sessions.create(newSession(fixture, 'regular', at))
+        fixture.saved = await fixture.storage.sessions.save({ ...fixture.saved, updatedAt: at })
+      },
     ],
   ]
   console.log(

@@ -19,6 +19,8 @@ afterAll(async () => {
   await stack.close()
 })
 
+const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value))
+
 /** Header values fetch can send: printable ASCII. */
 const headerText = fc.stringMatching(/^[!-~][ -~]{0,80}$/)
 const field = fc.oneof(
@@ -101,7 +103,23 @@ describe('whatever arrives at the webhook URL', () => {
           else expect(answer).toEqual({ error: { code: expect.any(String), message: expect.any(String) } })
         },
       ),
-      { numRuns: 250 },
+      {
+        numRuns: 250,
+        // Each outcome once for sure; the random runs then explore around them.
+        examples: [
+          [
+            encode({ text: 'hello', client_id: 'c-9', channel_id: 'ch', transport: 'telegram' }),
+            'x-webhook-signature',
+            'active',
+            undefined,
+            undefined,
+          ],
+          [encode({ hook_type: 'unknown_hook' }), 'x-hub-signature-256', 'active', undefined, undefined],
+          [encode({ text: 'x' }), 'none', 'active', undefined, undefined],
+          [encode({ text: 'x' }), 'x-webhook-signature', 'inactive', undefined, undefined],
+          [encode({ text: 'x' }), 'x-webhook-signature', 'unknown', undefined, undefined],
+        ],
+      },
     )
     // The inputs reached every branch: stored messages, ignored bodies and each refusal.
     expect([...seen.keys()].sort()).toEqual(expect.arrayContaining(['401', '403', '404', 'ignored,ok', 'ok']))

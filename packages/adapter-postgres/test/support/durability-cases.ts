@@ -211,6 +211,54 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
     }
   })
 
+  it('leases quickly with a backlog of thousands of queued jobs, before the table has statistics', async () => {
+    // A burst leaves many sessions with several queued messages each. PGlite never analyzes a
+    // table (it has no autovacuum), nor has a server before its first autoanalyze: a lease whose
+    // plan depended on statistics compared every queued job with every other, seconds per lease.
+    const storage = context.storage()
+    const db = context.db()
+    await parkLeftoverJobs(storage)
+    const { companyId, integration } = await seed(storage)
+    const sessions = 400
+    const perSession = 10
+    const backlog = await db.query<{ id: string }>(
+      `WITH opened AS (
+        INSERT INTO sessions (id, company_id, integration_id, client_id, customer, state, active_agent_id,
+          entry_agent_id, metadata, created_at, updated_at, version)
+        SELECT gen_random_uuid(), $1, $2::bigint, 'backlog-' || n, jsonb_build_object('clientId', 'backlog-' || n),
+          'ongoing', 1, 1, '{"agentPath":[],"sharedContext":{"facts":{},"journey":[]},"errors":[]}'::json, now(), now(), 1
+        FROM generate_series(1, $3::integer) AS n
+        RETURNING id
+      ), received AS (
+        INSERT INTO messages (id, company_id, session_id, integration_id, role, text, at)
+        SELECT gen_random_uuid(), $1, opened.id, $2::bigint, 'customer', 'backlog', now()
+        FROM opened, generate_series(1, $4::integer)
+        RETURNING id, session_id, sequence
+      ), queued AS (
+        INSERT INTO jobs (company_id, session_id, message_id, available_at)
+        SELECT $1, session_id, id, now() - interval '1 minute' FROM received ORDER BY sequence
+        RETURNING session_id
+      )
+      SELECT DISTINCT session_id AS id FROM queued`,
+      [companyId, integration.id, sessions, perSession],
+    )
+    expect(backlog).toHaveLength(sessions)
+    try {
+      const leases = 5
+      const started = performance.now()
+      for (let index = 0; index < leases; index++) {
+        const leased = await storage.jobs.lease({ now: new Date(), leaseMs: LEASE_MS, token: `backlog-${index}` })
+        expect(leased).not.toBeNull()
+        expect(await storage.jobs.complete({ jobId: leased!.jobId, token: leased!.token })).toBe(true)
+      }
+      // Tens of milliseconds per lease on either driver; the quadratic plan took seconds on PGlite
+      // and most of one on a server.
+      expect((performance.now() - started) / leases).toBeLessThan(400)
+    } finally {
+      await db.query(`UPDATE jobs SET state = 'done' WHERE company_id = $1 AND state = 'queued'`, [companyId])
+    }
+  })
+
   it("charges a turn's usage last in its commit, so the company's balance row stays locked only until COMMIT", async () => {
     // Every turn of a company updates its one balance row. Charged earlier, the row stays locked
     // while the rest of the turn is written, and the company's turns queue on it, each holding a

@@ -117,18 +117,6 @@ export async function processJob(
         transferring = true
       }
     }
-    for (const call of outcome.usage) {
-      await tx.billing.recordUsage({
-        id: context.ids.uuid(),
-        companyId: current.companyId,
-        sessionId: current.id,
-        model: call.model,
-        inputTokens: call.usage.inputTokens,
-        outputTokens: call.usage.outputTokens,
-        costUsd: context.prices.cost(call.model, call.usage),
-        at: now,
-      })
-    }
     const stored: Message[] = []
     for (const outgoing of outcome.outgoing) {
       const reply = await tx.messages.insert({
@@ -153,7 +141,26 @@ export async function processJob(
         })
       }
     }
-    return { session: next, value: { stored, silenced, transferring } }
+    return {
+      session: next,
+      value: { stored, silenced, transferring },
+      // Charged last: every turn of the company updates its one balance row, which stays locked
+      // from this write to COMMIT, so the company's other turns wait only for this commit.
+      beforeCommit: async (last) => {
+        for (const call of outcome.usage) {
+          await last.billing.recordUsage({
+            id: context.ids.uuid(),
+            companyId: current.companyId,
+            sessionId: current.id,
+            model: call.model,
+            inputTokens: call.usage.inputTokens,
+            outputTokens: call.usage.outputTokens,
+            costUsd: context.prices.cost(call.model, call.usage),
+            at: now,
+          })
+        }
+      },
+    }
   })
   if (committed.isErr()) return
 

@@ -8,7 +8,15 @@ const MAX_ATTEMPTS = 10
 class VersionConflict extends Error {}
 
 export type SessionChange<T> =
-  | { readonly session: Session; readonly value: T }
+  | {
+      readonly session: Session
+      readonly value: T
+      /**
+       * Writes made after the session is saved, the last before COMMIT: a row that many
+       * transactions update (a company's balance) then stays locked for the least time.
+       */
+      readonly beforeCommit?: (tx: Repositories) => Promise<void>
+    }
   | { readonly error: SwitchboardError }
 
 /**
@@ -33,6 +41,7 @@ export async function updateSession<T>(
         if ('error' in change) return err(change.error)
         const saved = change.session === current ? current : await tx.sessions.save(change.session)
         if (saved === null) throw new VersionConflict()
+        await change.beforeCommit?.(tx)
         return ok({ session: saved, previous: current, value: change.value })
       })
       return outcome
