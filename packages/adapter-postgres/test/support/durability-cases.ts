@@ -247,7 +247,11 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       const leases = 5
       const started = performance.now()
       for (let index = 0; index < leases; index++) {
-        const leased = await storage.jobs.lease({ now: new Date(), leaseMs: LEASE_MS, token: `backlog-${index}` })
+        const leased = await storage.jobs.lease({
+          now: new Date(),
+          leaseMs: LEASE_MS,
+          token: `backlog-${index}`,
+        })
         expect(leased).not.toBeNull()
         expect(await storage.jobs.complete({ jobId: leased!.jobId, token: leased!.token })).toBe(true)
       }
