@@ -57,6 +57,10 @@ export function createJobQueue(options: {
       // another worker is taking or finishing. A later job of the session is never a candidate
       // while an earlier one is queued, and a row whose lock was waited for is re-checked as its
       // holder left it, so two workers never hold one session.
+      // The head is found by a LIMIT 1 subquery, which the planner cannot turn into a join: one
+      // index probe per candidate whatever the statistics say. Written as NOT EXISTS, a table
+      // without statistics (PGlite never analyzes; a server not yet) could get a plan comparing
+      // every queued job with every other.
       const [row] = await client.query(
         `UPDATE jobs SET lease_token = $2, leased_until = $3::timestamptz
         WHERE id = (
@@ -64,10 +68,11 @@ export function createJobQueue(options: {
           WHERE candidate.state = 'queued'
             AND candidate.available_at <= $1::timestamptz
             AND (candidate.lease_token IS NULL OR candidate.leased_until <= $1::timestamptz)
-            AND NOT EXISTS (
-              SELECT 1 FROM jobs earlier
-              WHERE earlier.session_id = candidate.session_id AND earlier.state = 'queued'
-                AND earlier.id < candidate.id
+            AND candidate.id = (
+              SELECT head.id FROM jobs head
+              WHERE head.session_id = candidate.session_id AND head.state = 'queued'
+              ORDER BY head.id
+              LIMIT 1
             )
           ORDER BY candidate.id
           LIMIT 1
