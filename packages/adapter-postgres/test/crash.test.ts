@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import {
   type Completion,
   createMemoryKnowledgeIndex,
@@ -8,7 +8,7 @@ import {
   type Storage,
   type Switchboard,
 } from '@switchboard/core'
-import { createRecordingConnector } from '@switchboard/core/testing'
+import { createRecordingConnector, seedChannel } from '@switchboard/core/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPgDb, createPostgresStorage, type Db } from '../src/index.js'
 
@@ -77,36 +77,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
     })
 
     it('loses its job to another process once the lease runs out; the customer gets one reply per message', async () => {
-      const at = new Date()
-      const company = await storage.companies.create({ companyName: 'Crash', publicId: randomUUID(), at })
-      const agent = await storage.agents.create({
-        companyId: company.id,
-        name: 'Crash agent',
-        kind: 'ai',
-        systemPrompt: '',
-        llmModel: 'gpt-4o-mini',
-        maxDepth: 3,
-        handoff: {
-          enabled: false,
-          allowedTargets: [],
-          announceHandoff: true,
-          handoffMessageTemplate: '',
-          messageHistoryDepth: 15,
-          msgplatform: { sendSystemMessage: true },
-        },
-        fallbackReply: null,
-        at,
-      })
-      const integration = await storage.integrations.create({
-        companyId: company.id,
-        type: 'recording',
-        name: 'recorded channel',
-        active: true,
-        entryAgentId: agent.id,
-        config: {},
-        webhookSecret: null,
-        at,
-      })
+      const { integration } = await seedChannel(storage)
       const switchboards: Switchboard[] = []
       const start = (concurrency: number, connector = createRecordingConnector()) => {
         const switchboard = createSwitchboard({

@@ -5,6 +5,7 @@ import {
   runJobQueueConformance,
   runKnowledgeIndexConformance,
   runStorageConformance,
+  seedChannel,
 } from '@switchboard/core/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -238,34 +239,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
 
 async function openSession(storage: Storage, companyId: number): Promise<Session> {
   const at = new Date()
-  const agent = await storage.agents.create({
-    companyId,
-    name: 'Worker test',
-    kind: 'ai',
-    systemPrompt: '',
-    llmModel: 'gpt-4o-mini',
-    maxDepth: 3,
-    handoff: {
-      enabled: false,
-      allowedTargets: [],
-      announceHandoff: true,
-      handoffMessageTemplate: '',
-      messageHistoryDepth: 15,
-      msgplatform: { sendSystemMessage: true },
-    },
-    fallbackReply: null,
-    at,
-  })
-  const integration = await storage.integrations.create({
-    companyId,
-    type: 'webchat',
-    name: 'chat',
-    active: true,
-    entryAgentId: agent.id,
-    config: {},
-    webhookSecret: null,
-    at,
-  })
+  const { agent, integration } = await seedChannel(storage, { companyId, type: 'webchat', at })
   return storage.sessions.create({
     id: randomUUID(),
     companyId,

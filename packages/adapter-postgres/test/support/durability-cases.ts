@@ -8,7 +8,7 @@ import {
   type Storage,
   type Switchboard,
 } from '@switchboard/core'
-import { createManualClock, createRecordingConnector } from '@switchboard/core/testing'
+import { createManualClock, createRecordingConnector, seedChannel } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
 import { createPostgresStorage, type Db, type DbClient, type DbRow } from '../../src/index.js'
 
@@ -37,37 +37,8 @@ async function parkLeftoverJobs(storage: Storage): Promise<void> {
 }
 
 async function seed(storage: Storage): Promise<{ companyId: number; integration: Integration }> {
-  const at = new Date()
-  const company = await storage.companies.create({ companyName: 'Durable', publicId: randomUUID(), at })
-  const agent = await storage.agents.create({
-    companyId: company.id,
-    name: 'Durable agent',
-    kind: 'ai',
-    systemPrompt: '',
-    llmModel: 'gpt-4o-mini',
-    maxDepth: 3,
-    handoff: {
-      enabled: false,
-      allowedTargets: [],
-      announceHandoff: true,
-      handoffMessageTemplate: '',
-      messageHistoryDepth: 15,
-      msgplatform: { sendSystemMessage: true },
-    },
-    fallbackReply: null,
-    at,
-  })
-  const integration = await storage.integrations.create({
-    companyId: company.id,
-    type: 'recording',
-    name: 'recorded channel',
-    active: true,
-    entryAgentId: agent.id,
-    config: {},
-    webhookSecret: null,
-    at,
-  })
-  return { companyId: company.id, integration }
+  const { companyId, integration } = await seedChannel(storage)
+  return { companyId, integration }
 }
 
 function deferred<T = void>() {

@@ -34,3 +34,5 @@ export {
   toolCall,
   toolCalls,
 } from './scripted-model.js'
+export type { SeededChannel } from './seed-channel.js'
+export { seedChannel } from './seed-channel.js'
