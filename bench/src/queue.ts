@@ -9,7 +9,7 @@
  * schema of its own and drops it. PGlite: file-backed in a temporary folder, as the reference
  * server keeps it in DATA_DIR. Without a reachable server the PostgreSQL row says why.
  */
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,6 +22,7 @@ import {
   type Db,
 } from '@switchboard/adapter-postgres'
 import { type Connector, createSwitchboard, type Storage } from '@switchboard/core'
+import { seedChannel } from '@switchboard/core/testing'
 import { createZeroLatencyModel } from './core-turn/zero-latency-model.js'
 
 const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test'
@@ -113,38 +114,12 @@ function createTimingConnector() {
 }
 
 async function seed(storage: Storage): Promise<string> {
-  const at = new Date()
-  const company = await storage.companies.create({ companyName: 'Bench', publicId: randomUUID(), at })
-  // The reference server enforces credits; the bench pays for every turn like it would.
-  await storage.billing.adjust({ companyId: company.id, amountUsd: 1_000_000, at })
-  const agent = await storage.agents.create({
-    companyId: company.id,
-    name: 'Bench agent',
-    kind: 'ai',
-    systemPrompt: 'You answer customers.',
-    llmModel: 'gpt-4o-mini',
-    maxDepth: 3,
-    handoff: {
-      enabled: false,
-      allowedTargets: [],
-      announceHandoff: true,
-      handoffMessageTemplate: '',
-      messageHistoryDepth: 15,
-      msgplatform: { sendSystemMessage: true },
-    },
-    fallbackReply: null,
-    at,
-  })
-  const integration = await storage.integrations.create({
-    companyId: company.id,
+  const { companyId, integration } = await seedChannel(storage, {
     type: 'bench',
-    name: 'bench channel',
-    active: true,
-    entryAgentId: agent.id,
-    config: {},
-    webhookSecret: null,
-    at,
+    agent: { name: 'Bench agent', systemPrompt: 'You answer customers.' },
   })
+  // The reference server enforces credits; the bench pays for every turn like it would.
+  await storage.billing.adjust({ companyId, amountUsd: 1_000_000, at: new Date() })
   return integration.id
 }
 

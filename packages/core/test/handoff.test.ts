@@ -212,6 +212,53 @@ describe('transfer to a human', () => {
     expect(harness.model.requests).toHaveLength(1)
   })
 
+  it('announces after the reply before it, still being sent, and only then transfers', async () => {
+    await team(humanTeam, { humanTransfer: true })
+    harness.model.script(
+      harness.agent('reception'),
+      reply('Let me see.'),
+      handoff(harness.agent('humans'), 'wants a person'),
+    )
+    // The channel takes its time over the first reply, long enough for the next turn to commit.
+    const recording = harness.connector
+    let startedSending: () => void = () => {}
+    const sending = new Promise<void>((resolve) => {
+      startedSending = resolve
+    })
+    let release: () => void = () => {}
+    const released = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let first = true
+    harness.switchboard.registerConnector({
+      ...recording,
+      async send(request) {
+        if (first) {
+          first = false
+          startedSending()
+          await released
+        }
+        return recording.send(request)
+      },
+    })
+    const customer = harness.customer()
+    await customer.sends('hello')
+    await sending
+    await customer.sends('I want to talk to a person')
+    await expect.poll(async () => (await customer.session()).state).toBe('paused')
+    release()
+    await harness.switchboard.idle()
+
+    expect(customer.received().map((sent) => sent.text)).toEqual([
+      'Let me see.',
+      'A colleague will take over.',
+    ])
+    const session = await customer.session()
+    expect(harness.connector.transfers).toEqual([
+      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 2 },
+    ])
+  })
+
   it('pauses even when the transfer fails, recording why', async () => {
     await team(humanTeam, { humanTransfer: true })
     harness.connector.failNextTransfer('platform answered 503')

@@ -149,6 +149,36 @@ describe('the runtime', () => {
     expect(customer.replies()).toEqual([])
   })
 
+  it("holds the next turn's reply until the reply before it, retried twice, got through", async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('answer one'), reply('answer two'))
+    harness.connector.failNextSends(2)
+    const customer = harness.customer()
+    await customer.says('one')
+    await customer.says('two')
+    expect(customer.replies()).toEqual([])
+    await harness.clock.advance(1000)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual([])
+    await harness.clock.advance(2000)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual(['answer one', 'answer two'])
+    const replies = (await customer.messages()).filter((message) => message.role === 'agent')
+    expect(replies.map((message) => message.delivery)).toEqual(['sent', 'sent'])
+  })
+
+  it('sends the next reply at once when the one before it was refused for good', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('refused'), reply('answer two'))
+    harness.connector.failNextSends(1, { retryable: false })
+    const customer = harness.customer()
+    await customer.says('one')
+    await customer.says('two')
+    expect(customer.replies()).toEqual(['answer two'])
+    const replies = (await customer.messages()).filter((message) => message.role === 'agent')
+    expect(replies.map((message) => message.delivery)).toEqual(['failed', 'sent'])
+  })
+
   it('does not retry a delivery the channel refused for good', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('refused'))

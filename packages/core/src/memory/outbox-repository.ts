@@ -10,7 +10,7 @@ interface OutboxRecord {
   readonly availableAt: number
   readonly leaseToken: string | null
   readonly leasedUntil: number
-  /** Breaks ties between messages due at the same time: the one added first goes first. */
+  /** Insertion order: a session's messages leave in it, and it breaks ties between due times. */
   readonly order: number
 }
 
@@ -25,6 +25,24 @@ export function createOutboxTable(): OutboxTable {
 
 function isClaimable(record: OutboxRecord, now: number): boolean {
   return record.availableAt <= now && !(record.leaseToken !== null && record.leasedUntil > now)
+}
+
+/** Each session's earliest message still in the outbox, the only one of it that may be claimed. */
+function headsOf(rows: Iterable<OutboxRecord>): Map<string, OutboxRecord> {
+  const heads = new Map<string, OutboxRecord>()
+  for (const record of rows) {
+    const head = heads.get(record.sessionId)
+    if (head === undefined || record.order < head.order) heads.set(record.sessionId, record)
+  }
+  return heads
+}
+
+function headOf(rows: Iterable<OutboxRecord>, sessionId: string): OutboxRecord | null {
+  let head: OutboxRecord | null = null
+  for (const record of rows) {
+    if (record.sessionId === sessionId && (head === null || record.order < head.order)) head = record
+  }
+  return head
 }
 
 export function createOutboxRepository(options: {
@@ -82,12 +100,20 @@ export function createOutboxRepository(options: {
       statement((log) => {
         const record = outbox.rows.get(messageId)
         if (record === undefined || !isClaimable(record, now.getTime())) return null
+        if (headOf(outbox.rows.values(), record.sessionId) !== record) return null
         return lease(log, record, { now, leaseMs, leaseToken })
+      }),
+
+    claimNext: ({ sessionId, now, leaseMs, leaseToken }) =>
+      statement((log) => {
+        const head = headOf(outbox.rows.values(), sessionId)
+        if (head === null || !isClaimable(head, now.getTime())) return null
+        return lease(log, head, { now, leaseMs, leaseToken })
       }),
 
     claimDue: ({ now, limit, leaseMs, leaseToken }) =>
       statement((log) => {
-        const due = [...outbox.rows.values()]
+        const due = [...headsOf(outbox.rows.values()).values()]
           .filter((record) => isClaimable(record, now.getTime()))
           .sort((left, right) => left.availableAt - right.availableAt || left.order - right.order)
           .slice(0, Math.max(limit, 0))

@@ -117,7 +117,18 @@ export interface OutboxItem {
   readonly leaseToken: string
 }
 
+/**
+ * Outgoing messages waiting to be sent. A session's messages leave one at a time, in the order
+ * they were added, across processes: only the session's head (its earliest message still in the
+ * outbox) can be claimed, so a later message waits while an earlier one is waiting, claimed or
+ * between retries. The head leaves with `remove` (sent, failed for good or blocked), and then
+ * `claimNext` takes the one after it.
+ */
 export interface OutboxRepository {
+  /**
+   * Inside the transaction that stores the message. A session's messages are added in the order
+   * their transactions commit, so none can slip in before one already waiting.
+   */
   add(options: {
     messageId: string
     sessionId: string
@@ -125,17 +136,28 @@ export interface OutboxRepository {
     integrationId: string
     availableAt: Date
   }): Promise<void>
-  /** Claims one message for delivery if it is still waiting; null when it is gone or claimed. */
+  /**
+   * Claims one message for delivery if it heads its session, is due and is not claimed; null
+   * otherwise (gone, claimed, not yet due, or behind an earlier message of its session).
+   */
   claim(options: {
     messageId: string
     now: Date
     leaseMs: number
     leaseToken: string
   }): Promise<OutboxItem | null>
-  /** Claims up to `limit` messages whose time has come. */
+  /** Claims the session's head if it is due and not claimed: the message after one that left. */
+  claimNext(options: {
+    sessionId: string
+    now: Date
+    leaseMs: number
+    leaseToken: string
+  }): Promise<OutboxItem | null>
+  /** Claims up to `limit` session heads whose time has come, earliest due first: one per session. */
   claimDue(options: { now: Date; limit: number; leaseMs: number; leaseToken: string }): Promise<OutboxItem[]>
-  /** Done with it: sent, failed for good or blocked. */
+  /** Done with it: sent, failed for good or blocked. The session's next message is free to go. */
   remove(options: { messageId: string; leaseToken: string }): Promise<boolean>
+  /** Gives the message back until `availableAt`; it stays its session's head meanwhile. */
   retryLater(options: {
     messageId: string
     leaseToken: string

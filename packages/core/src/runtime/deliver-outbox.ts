@@ -13,7 +13,11 @@ export function retryDelayMs(failedAttempts: number): number {
 export interface DeliveryService {
   /** Start delivering these messages without waiting. */
   deliverSoon(messageIds: readonly string[]): void
-  /** Deliver these messages now (one attempt each; failures go on the retry schedule). */
+  /**
+   * Deliver these messages now (one attempt each; failures go on the retry schedule). One held
+   * back behind an earlier message of its session that this process is sending waits for it;
+   * behind one sent elsewhere or waiting for a retry, it follows that one later.
+   */
   deliverNow(messageIds: readonly string[]): Promise<void>
   /** Deliver whatever is due, e.g. left behind by a process that died. */
   sweep(): Promise<void>
@@ -26,10 +30,15 @@ export interface DeliveryService {
 /**
  * The outbox: an outgoing message is stored with its turn, then sent after the commit. A
  * retryable failure is tried again later; the message is `sent`, `failed` or `blocked` in the end.
+ * A session's messages leave in order: storage lets only a session's earliest waiting message be
+ * claimed, and whoever finishes one claims the next, so a reply held back behind a slow or
+ * failing one goes as soon as that one is done.
  */
 export function createDeliveryService(context: RuntimeContext): DeliveryService {
   const inFlight = new Set<Promise<void>>()
   const timers = new Set<() => void>()
+  /** Per session, the drain this process is running for it, so `deliverNow` can wait for it. */
+  const draining = new Map<string, Promise<void>>()
   let stopped = false
   const leaseToken = context.ids.uuid()
 
@@ -48,14 +57,15 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     timers.add(cancel)
   }
 
-  async function attempt(item: OutboxItem): Promise<void> {
+  /** One try at one claimed message; true when it left the outbox, false when it waits for a retry. */
+  async function attempt(item: OutboxItem): Promise<boolean> {
     const { storage } = context
     const message = await storage.messages.get({ id: item.messageId })
     const session = message === null ? null : await storage.sessions.get({ id: item.sessionId })
     const integration = session === null ? null : await storage.integrations.get({ id: item.integrationId })
     if (message === null || session === null || integration === null || message.delivery === 'blocked') {
       await storage.outbox.remove({ messageId: item.messageId, leaseToken })
-      return
+      return true
     }
     const event = { companyId: item.companyId, sessionId: item.sessionId, messageId: item.messageId }
     const connector = context.connectors.get(integration.type)
@@ -85,7 +95,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
         }
       })
       emitSafely(context, 'message-delivered', event)
-      return
+      return true
     }
     const failedAttempts = item.attempts + 1
     if (outcome.retryable && failedAttempts < MAX_DELIVERY_ATTEMPTS) {
@@ -98,7 +108,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
         availableAt,
       })
       scheduleRetry(item.messageId, delay)
-      return
+      return false
     }
     await storage.transaction(async (tx) => {
       if (await tx.outbox.remove({ messageId: item.messageId, leaseToken })) {
@@ -106,29 +116,92 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       }
     })
     emitSafely(context, 'delivery-failed', { ...event, error: outcome.error })
+    return true
   }
 
+  /**
+   * Sends a claimed message, then the session's next ones while they are due. Ends at a message
+   * that waits for a retry (its timer takes over), or one not yet due or claimed elsewhere.
+   */
+  function drain(first: OutboxItem): Promise<void> {
+    const { sessionId } = first
+    const work = (async () => {
+      let item: OutboxItem | null = first
+      try {
+        while (item !== null && (await attempt(item))) {
+          item = await context.storage.outbox.claimNext({
+            sessionId,
+            now: context.clock.now(),
+            leaseMs: CLAIM_LEASE_MS,
+            leaseToken,
+          })
+        }
+      } catch (error) {
+        // The claim's lease runs out and a sweep picks the message up again.
+        context.logger.error(
+          { messageId: item?.messageId, sessionId, error: String(error) },
+          'delivery failed unexpectedly',
+        )
+      }
+    })()
+    draining.set(sessionId, work)
+    void work.finally(() => {
+      if (draining.get(sessionId) === work) draining.delete(sessionId)
+    })
+    return track(work)
+  }
+
+  async function claim(messageId: string): Promise<OutboxItem | null> {
+    return context.storage.outbox.claim({
+      messageId,
+      now: context.clock.now(),
+      leaseMs: CLAIM_LEASE_MS,
+      leaseToken,
+    })
+  }
+
+  /**
+   * Nothing to do when the message is gone, claimed elsewhere, or behind an earlier one of its
+   * session: whoever finishes that one sends this one.
+   */
   async function deliverOne(messageId: string): Promise<void> {
     try {
-      const item = await context.storage.outbox.claim({
-        messageId,
-        now: context.clock.now(),
-        leaseMs: CLAIM_LEASE_MS,
-        leaseToken,
-      })
-      if (item !== null) await attempt(item)
+      const item = await claim(messageId)
+      if (item !== null) await drain(item)
     } catch (error) {
-      // The claim's lease runs out and a sweep picks the message up again.
+      context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
+    }
+  }
+
+  /**
+   * Like `deliverOne`, but a message held back behind an earlier one this process is sending
+   * waits for it, so the caller knows both were tried. Held back by another process or by a
+   * retry's wait, it is left to follow in order.
+   */
+  async function deliverOneNow(messageId: string): Promise<void> {
+    try {
+      for (;;) {
+        const item = await claim(messageId)
+        if (item !== null) return await drain(item)
+        const message = await context.storage.messages.get({ id: messageId })
+        const earlier = message === null ? undefined : draining.get(message.sessionId)
+        if (earlier === undefined) return
+        // That drain may send this message too; if it ended before this one was committed, the
+        // next claim takes it.
+        await earlier
+      }
+    } catch (error) {
       context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
     }
   }
 
   const service: DeliveryService = {
     deliverSoon(messageIds) {
+      // Of one session's messages only the first is claimed; sending it sends the others after it.
       for (const id of messageIds) track(deliverOne(id))
     },
     async deliverNow(messageIds) {
-      for (const id of messageIds) await track(deliverOne(id))
+      for (const id of messageIds) await track(deliverOneNow(id))
     },
     async sweep() {
       const items = await context.storage.outbox.claimDue({
@@ -137,7 +210,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
         leaseMs: CLAIM_LEASE_MS,
         leaseToken,
       })
-      await Promise.all(items.map((item) => track(attempt(item).catch(() => undefined))))
+      await Promise.all(items.map(drain))
     },
     async settled() {
       while (inFlight.size > 0) await Promise.allSettled([...inFlight])

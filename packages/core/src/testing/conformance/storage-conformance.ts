@@ -943,11 +943,14 @@ export function runStorageConformance(
       it('claims due messages oldest first, up to the limit, skipping claimed and future ones', async () => {
         const now = at(HOUR)
         await drainDue(at(2 * HOUR))
-        const second = await addReply(session, at(HOUR - 2000))
-        const future = await addReply(session, at(HOUR + 1))
-        const first = await addReply(session, at(HOUR - 3000))
-        const third = await addReply(session, at(HOUR - 1000))
-        const claimed = await addReply(session, at(0))
+        // A session each: only a session's earliest message can be claimed.
+        const inSession = async (availableAt: Date) =>
+          addReply(await createSession(storage, channel), availableAt)
+        const second = await inSession(at(HOUR - 2000))
+        const future = await inSession(at(HOUR + 1))
+        const first = await inSession(at(HOUR - 3000))
+        const third = await inSession(at(HOUR - 1000))
+        const claimed = await inSession(at(0))
         await storage.outbox.claim({
           messageId: claimed.id,
           now: at(0),
@@ -974,8 +977,8 @@ export function runStorageConformance(
       })
 
       it("removes a closed session's messages, claimed or not, and no other session's", async () => {
-        const waiting = await addReply(session, at())
         const inFlight = await addReply(session, at())
+        const waiting = await addReply(session, at())
         await storage.outbox.claim({
           messageId: inFlight.id,
           now: at(),
@@ -1000,6 +1003,177 @@ export function runStorageConformance(
           await storage.outbox.claim({ messageId: other.id, now: at(), leaseMs: 1000, leaseToken: 'x' }),
         ).not.toBeNull()
         expect(await storage.outbox.removeForSession({ sessionId: session.id })).toEqual([])
+      })
+
+      describe("a session's messages leave in the order they were added", () => {
+        const claim = (message: Message, leaseToken: string, now = at()) =>
+          storage.outbox.claim({ messageId: message.id, now, leaseMs: 30_000, leaseToken })
+        const claimNext = (target: Session, leaseToken: string, now = at()) =>
+          storage.outbox.claimNext({ sessionId: target.id, now, leaseMs: 30_000, leaseToken })
+
+        it('holds a later message while an earlier one is waiting, claimed or waiting for a retry', async () => {
+          const first = await addReply(session, at())
+          const second = await addReply(session, at())
+
+          // Waiting, though the later one is just as due.
+          expect(await claim(second, 'eager')).toBeNull()
+          // Claimed, and still while its lease is live.
+          expect(await claim(first, 'sender')).toMatchObject({ messageId: first.id })
+          expect(await claim(second, 'eager', at(29_999))).toBeNull()
+          expect(await claimNext(session, 'eager', at(29_999))).toBeNull()
+          // Waiting for a retry.
+          expect(
+            await storage.outbox.retryLater({
+              messageId: first.id,
+              leaseToken: 'sender',
+              attempts: 1,
+              availableAt: at(HOUR),
+            }),
+          ).toBe(true)
+          expect(await claim(second, 'eager', at(HOUR - 1))).toBeNull()
+          expect(await claimNext(session, 'eager', at(HOUR - 1))).toBeNull()
+          // A lease that ran out leaves the earlier one the head, to be claimed again, not skipped.
+          expect(await claim(first, 'sender', at(HOUR))).toMatchObject({ messageId: first.id, attempts: 1 })
+          expect(await claim(second, 'eager', at(HOUR + 30_000))).toBeNull()
+          expect(await claimNext(session, 'taker', at(HOUR + 30_000))).toMatchObject({
+            messageId: first.id,
+            leaseToken: 'taker',
+          })
+        })
+
+        it('lets the next message go once the earlier one is removed, sent or given up on', async () => {
+          const first = await addReply(session, at())
+          const second = await addReply(session, at())
+          const third = await addReply(session, at())
+          expect(await claimNext(session, 'sender')).toMatchObject({ messageId: first.id })
+          expect(await storage.outbox.remove({ messageId: first.id, leaseToken: 'sender' })).toBe(true)
+
+          // The next one, by its id or as the session's next, once.
+          expect(await claim(third, 'eager')).toBeNull()
+          expect(await claim(second, 'sender')).toMatchObject({ messageId: second.id, leaseToken: 'sender' })
+          expect(await claimNext(session, 'other')).toBeNull()
+          expect(await storage.outbox.remove({ messageId: second.id, leaseToken: 'sender' })).toBe(true)
+          expect(await claimNext(session, 'sender')).toEqual({
+            messageId: third.id,
+            sessionId: session.id,
+            companyId,
+            integrationId: channel.integration.id,
+            attempts: 0,
+            leaseToken: 'sender',
+          })
+          expect(await storage.outbox.remove({ messageId: third.id, leaseToken: 'sender' })).toBe(true)
+          expect(await claimNext(session, 'sender', at(HOUR))).toBeNull()
+        })
+
+        it('claims the next message only when it is due', async () => {
+          const first = await addReply(session, at())
+          await addReply(session, at(5000))
+          await claim(first, 'sender')
+          await storage.outbox.remove({ messageId: first.id, leaseToken: 'sender' })
+
+          expect(await claimNext(session, 'sender', at(4999))).toBeNull()
+          expect(await claimNext(session, 'sender', at(5000))).not.toBeNull()
+          expect(await claimNext(await createSession(storage, channel), 'sender')).toBeNull()
+          expect(
+            await storage.outbox.claimNext({
+              sessionId: randomUUID(),
+              now: at(HOUR),
+              leaseMs: 1000,
+              leaseToken: 'x',
+            }),
+          ).toBeNull()
+        })
+
+        it('keeps sessions apart: one held back holds back no other', async () => {
+          const otherSession = await createSession(storage, channel)
+          const first = await addReply(session, at())
+          const second = await addReply(session, at())
+          const otherFirst = await addReply(otherSession, at())
+          const otherSecond = await addReply(otherSession, at())
+
+          expect(await claim(first, 'a')).not.toBeNull()
+          expect(await claim(otherFirst, 'b')).not.toBeNull()
+          expect(await storage.outbox.remove({ messageId: otherFirst.id, leaseToken: 'b' })).toBe(true)
+          expect(await claim(second, 'a')).toBeNull()
+          expect(await claimNext(otherSession, 'b')).toMatchObject({ messageId: otherSecond.id })
+          expect(await storage.outbox.remove({ messageId: first.id, leaseToken: 'a' })).toBe(true)
+          expect(await claimNext(session, 'a')).toMatchObject({ messageId: second.id })
+        })
+
+        it("claims due session heads only: a session's later message waits, whatever its time", async () => {
+          await drainDue(at(2 * HOUR))
+          const otherSession = await createSession(storage, channel)
+          const head = await addReply(session, at(HOUR - 1000))
+          // Due earlier than its head, yet behind it.
+          const behind = await addReply(session, at(HOUR - 3000))
+          const otherHead = await addReply(otherSession, at(HOUR - 2000))
+          const otherBehind = await addReply(otherSession, at(HOUR - 4000))
+
+          const batch = await storage.outbox.claimDue({
+            now: at(HOUR),
+            limit: 10,
+            leaseMs: 60_000,
+            leaseToken: 'a',
+          })
+          expect(batch.map((item) => item.messageId)).toEqual([otherHead.id, head.id])
+          expect(
+            await storage.outbox.claimDue({ now: at(HOUR), limit: 10, leaseMs: 60_000, leaseToken: 'b' }),
+          ).toEqual([])
+
+          await storage.outbox.remove({ messageId: head.id, leaseToken: 'a' })
+          await storage.outbox.retryLater({
+            messageId: otherHead.id,
+            leaseToken: 'a',
+            attempts: 1,
+            availableAt: at(HOUR + 1000),
+          })
+          const next = await storage.outbox.claimDue({
+            now: at(HOUR),
+            limit: 10,
+            leaseMs: 60_000,
+            leaseToken: 'c',
+          })
+          expect(next.map((item) => item.messageId)).toEqual([behind.id])
+          const retried = await storage.outbox.claimDue({
+            now: at(HOUR + 1000),
+            limit: 10,
+            leaseMs: 60_000,
+            leaseToken: 'd',
+          })
+          expect(retried.map((item) => item.messageId)).toEqual([otherHead.id])
+          expect(await claim(otherBehind, 'e', at(HOUR + 1000))).toBeNull()
+        })
+
+        it('lets concurrent senders take one message of a session at a time, in order', async () => {
+          const count = 8
+          const added: Message[] = []
+          for (let index = 0; index < count; index += 1) added.push(await addReply(session, at()))
+          const taken: string[] = []
+          let holding = 0
+          let mostHeld = 0
+          const sender = async (leaseToken: string) => {
+            while (taken.length < count) {
+              // Some ask for the session's next, some for a message they were told of, as
+              // deliverers woken by a finished message or by a commit do.
+              const wanted = added[Math.floor(Math.random() * count)]!
+              const item = (await claimNext(session, leaseToken)) ?? (await claim(wanted, leaseToken))
+              if (item === null) {
+                await new Promise((resolve) => setImmediate(resolve))
+                continue
+              }
+              holding += 1
+              mostHeld = Math.max(mostHeld, holding)
+              taken.push(item.messageId)
+              await new Promise((resolve) => setImmediate(resolve))
+              // Counted off before the removal: nobody can claim the next until it has landed.
+              holding -= 1
+              expect(await storage.outbox.remove({ messageId: item.messageId, leaseToken })).toBe(true)
+            }
+          }
+          await Promise.all(['a', 'b', 'c', 'd'].map(sender))
+          expect(mostHeld).toBe(1)
+          expect(taken).toEqual(added.map((message) => message.id))
+        })
       })
     })
 
