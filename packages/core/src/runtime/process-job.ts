@@ -7,7 +7,7 @@ import { supportsHumanTransfer } from '../ports/connector.js'
 import type { JobLease } from '../ports/storage.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
-import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { emitSafely, listening, type RuntimeContext } from './runtime-context.js'
 import { updateSession } from './update-session.js'
 
 /** Thrown inside the commit when the job's lease was taken over: nothing of the turn lands. */
@@ -77,7 +77,9 @@ export async function processJob(
     session.metadata.routing === undefined && !priorMessages.some((prior) => prior.role === 'customer')
 
   const event = { companyId: session.companyId, sessionId: session.id }
-  emitSafely(context, 'turn-started', { ...event, messageId: message.id, agentId: activeAgent.id })
+  if (listening(context, 'turn-started')) {
+    emitSafely(context, 'turn-started', { ...event, messageId: message.id, agentId: activeAgent.id })
+  }
 
   const outcome = await runTurn({
     companyId: session.companyId,
@@ -174,11 +176,13 @@ export async function processJob(
   } else {
     delivery.deliverSoon(deliverable)
   }
-  emitSafely(context, 'turn-completed', {
-    ...event,
-    messageId: message.id,
-    replied: outcome.outgoing.some((outgoing) => outgoing.role === 'agent') && !value.silenced,
-  })
+  if (listening(context, 'turn-completed')) {
+    emitSafely(context, 'turn-completed', {
+      ...event,
+      messageId: message.id,
+      replied: outcome.outgoing.some((outgoing) => outgoing.role === 'agent') && !value.silenced,
+    })
+  }
 }
 
 /** No credits left: the message stays stored, nothing answers, and the session says why. */
@@ -224,7 +228,9 @@ function announceOutcome(
   stored: readonly Message[],
 ): void {
   const event = { companyId: saved.companyId, sessionId: saved.id }
-  for (const usage of outcome.usage) emitSafely(context, 'llm-usage', { ...event, ...usage })
+  if (listening(context, 'llm-usage')) {
+    for (const usage of outcome.usage) emitSafely(context, 'llm-usage', { ...event, ...usage })
+  }
   for (const rejected of outcome.rejectedHandoffs)
     emitSafely(context, 'handoff-rejected', { ...event, ...rejected })
   for (const error of outcome.errors as SessionErrorRecord[])
@@ -241,5 +247,7 @@ function announceOutcome(
   if (saved.state !== previous.state) {
     emitSafely(context, 'session-state-changed', { ...event, from: previous.state, to: saved.state })
   }
-  for (const message of stored) emitSafely(context, 'message-created', { ...event, message })
+  if (listening(context, 'message-created')) {
+    for (const message of stored) emitSafely(context, 'message-created', { ...event, message })
+  }
 }

@@ -30,6 +30,11 @@ export interface RuntimeContext {
   readonly enforceCredits: boolean
 }
 
+/** Whether anyone listens, so hot paths skip building payloads nobody reads. */
+export function listening(context: RuntimeContext, name: keyof SwitchboardEvents): boolean {
+  return context.events.listenerCount(name) > 0
+}
+
 export function emitSafely<Name extends keyof SwitchboardEvents>(
   context: RuntimeContext,
   name: Name,
