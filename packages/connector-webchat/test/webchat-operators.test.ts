@@ -1,31 +1,9 @@
 import { reply } from '@switchboard/core/testing'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { type Service, startService } from './support/start-service.js'
-import { connectVisitor, type Visitor } from './support/visitor.js'
+import { describe, expect, it } from 'vitest'
+import { useWebchatFixture } from './support/webchat-fixture.js'
 
-let service: Service
-let agentId: number
-let integrationId: string
-const visitors: Visitor[] = []
-
-beforeAll(async () => {
-  service = await startService()
-  agentId = await service.createAgent({ name: 'Concierge' })
-  integrationId = await service.createWebchat({ entryAgentId: agentId })
-})
-afterEach(async () => {
-  await Promise.all(visitors.splice(0).map((visitor) => visitor.close()))
-  service.model.assertDone()
-})
-afterAll(async () => {
-  await service.close()
-})
-
-async function visit(token?: string): Promise<Visitor> {
-  const visitor = await connectVisitor(service.socketUrl(integrationId, token))
-  visitors.push(visitor)
-  return visitor
-}
+const fixture = useWebchatFixture()
+const visit = (token?: string) => fixture.visit(token)
 
 describe('operators and the webchat', () => {
   it('sends state frames on pause, resume and close; the next message opens a new session', async () => {
@@ -33,19 +11,21 @@ describe('operators and the webchat', () => {
     const session = await visitor.next('session')
     const path = `/api/sessions/${session.sessionId}`
 
-    expect((await service.api('POST', `${path}/pause`, { reason: 'a person takes over' })).status).toBe(200)
+    expect(
+      (await fixture.service.api('POST', `${path}/pause`, { reason: 'a person takes over' })).status,
+    ).toBe(200)
     expect(await visitor.next()).toEqual({ type: 'state', state: 'paused' })
     // Stored while paused, and no agent works on it: no typing.
     visitor.send({ type: 'message', text: 'hello?', clientMessageId: 'p-1' })
     await visitor.next('ack')
     expect(await visitor.quietFor(150, 'typing')).toBe(true)
 
-    expect((await service.api('POST', `${path}/resume`)).status).toBe(200)
+    expect((await fixture.service.api('POST', `${path}/resume`)).status).toBe(200)
     expect(await visitor.next()).toEqual({ type: 'state', state: 'ongoing' })
-    expect((await service.api('POST', `${path}/close`)).status).toBe(200)
+    expect((await fixture.service.api('POST', `${path}/close`)).status).toBe(200)
     expect(await visitor.next()).toEqual({ type: 'state', state: 'closed' })
 
-    service.model.script(agentId, reply('A fresh start'))
+    fixture.service.model.script(fixture.agentId, reply('A fresh start'))
     visitor.send({ type: 'message', text: 'me again', clientMessageId: 'p-2' })
     const renewed = await visitor.next()
     expect(renewed).toEqual({
@@ -59,7 +39,7 @@ describe('operators and the webchat', () => {
     expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'A fresh start' })
 
     // The new session's events reach this socket; the old one's no longer matter.
-    expect((await service.api('POST', `/api/sessions/${renewed.sessionId}/pause`)).status).toBe(200)
+    expect((await fixture.service.api('POST', `/api/sessions/${renewed.sessionId}/pause`)).status).toBe(200)
     expect(await visitor.next('state')).toEqual({ type: 'state', state: 'paused' })
   })
 
@@ -67,7 +47,7 @@ describe('operators and the webchat', () => {
     const visitor = await visit()
     const session = await visitor.next('session')
     await visitor.close()
-    await service.api('POST', `/api/sessions/${session.sessionId}/close`)
+    await fixture.service.api('POST', `/api/sessions/${session.sessionId}/close`)
     const again = await visit(session.visitorToken as string)
     const renewed = await again.next()
     expect(renewed).toMatchObject({ type: 'session', state: 'ongoing', visitorToken: session.visitorToken })
@@ -78,9 +58,9 @@ describe('operators and the webchat', () => {
     const visitor = await visit()
     const session = await visitor.next('session')
     const path = `/api/sessions/${session.sessionId}`
-    await service.api('POST', `${path}/pause`)
+    await fixture.service.api('POST', `${path}/pause`)
     await visitor.next('state')
-    const sent = await service.api<{ id: string }>('POST', `${path}/messages`, {
+    const sent = await fixture.service.api<{ id: string }>('POST', `${path}/messages`, {
       text: 'Hi, this is Ann from support.',
     })
     expect(sent.status).toBe(201)
@@ -91,8 +71,8 @@ describe('operators and the webchat', () => {
       text: 'Hi, this is Ann from support.',
       at: expect.any(String),
     })
-    await service.reference.switchboard.idle()
-    const messages = await service.api<{ messages: { id: string; delivery: string }[] }>(
+    await fixture.service.reference.switchboard.idle()
+    const messages = await fixture.service.api<{ messages: { id: string; delivery: string }[] }>(
       'GET',
       `${path}/messages`,
     )
@@ -104,7 +84,7 @@ describe('operators and the webchat', () => {
     const session = await first.next('session')
     const second = await visit(session.visitorToken as string)
     expect(await second.next('session')).toMatchObject({ sessionId: session.sessionId })
-    await service.api('POST', `/api/sessions/${session.sessionId}/pause`)
+    await fixture.service.api('POST', `/api/sessions/${session.sessionId}/pause`)
     first.send({ type: 'message', text: 'from tab one', clientMessageId: 't-1' })
     const ack = await first.next('ack')
     expect(await second.next('message')).toMatchObject({
@@ -119,7 +99,7 @@ describe('operators and the webchat', () => {
     const visitor = await visit()
     const session = await visitor.next('session')
     // Paused, so no agent runs: only the limit is under test.
-    await service.api('POST', `/api/sessions/${session.sessionId}/pause`)
+    await fixture.service.api('POST', `/api/sessions/${session.sessionId}/pause`)
     await visitor.next('state')
     for (let index = 1; index <= 22; index += 1) {
       visitor.send({ type: 'message', text: `message ${index}`, clientMessageId: `r-${index}` })
@@ -134,7 +114,7 @@ describe('operators and the webchat', () => {
       { type: 'error', code: 'RATE_LIMITED', message: expect.any(String) },
       { type: 'error', code: 'RATE_LIMITED', message: expect.any(String) },
     ])
-    const stored = await service.api<{ messages: unknown[] }>(
+    const stored = await fixture.service.api<{ messages: unknown[] }>(
       'GET',
       `/api/sessions/${session.sessionId}/messages`,
     )

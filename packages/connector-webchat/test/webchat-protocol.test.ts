@@ -1,31 +1,9 @@
 import { handoff, reply } from '@switchboard/core/testing'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { type Service, startService } from './support/start-service.js'
-import { connectVisitor, type Visitor } from './support/visitor.js'
+import { describe, expect, it } from 'vitest'
+import { useWebchatFixture } from './support/webchat-fixture.js'
 
-let service: Service
-let agentId: number
-let integrationId: string
-const visitors: Visitor[] = []
-
-beforeAll(async () => {
-  service = await startService()
-  agentId = await service.createAgent({ name: 'Concierge' })
-  integrationId = await service.createWebchat({ entryAgentId: agentId })
-})
-afterEach(async () => {
-  await Promise.all(visitors.splice(0).map((visitor) => visitor.close()))
-  service.model.assertDone()
-})
-afterAll(async () => {
-  await service.close()
-})
-
-async function visit(token?: string): Promise<Visitor> {
-  const visitor = await connectVisitor(service.socketUrl(integrationId, token))
-  visitors.push(visitor)
-  return visitor
-}
+const fixture = useWebchatFixture()
+const visit = (token?: string) => fixture.visit(token)
 
 interface SessionView {
   state: string
@@ -39,17 +17,18 @@ interface MessageView {
 }
 
 const sessionMessages = async (sessionId: string) =>
-  (await service.api<{ messages: MessageView[] }>('GET', `/api/sessions/${sessionId}/messages`)).body.messages
+  (await fixture.service.api<{ messages: MessageView[] }>('GET', `/api/sessions/${sessionId}/messages`)).body
+    .messages
 
 describe('the webchat protocol', () => {
   it('opens with a session frame, acks a stored message, types, answers and stops typing', async () => {
-    service.model.script(agentId, reply('Hello! How can I help?'))
+    fixture.service.model.script(fixture.agentId, reply('Hello! How can I help?'))
     const visitor = await visit()
     const session = await visitor.next()
     expect(session).toEqual({
       type: 'session',
       sessionId: expect.stringMatching(/^[0-9a-f-]{36}$/),
-      visitorToken: expect.stringMatching(new RegExp(`^v1\\.${integrationId}\\.`)),
+      visitorToken: expect.stringMatching(new RegExp(`^v1\\.${fixture.integrationId}\\.`)),
       state: 'ongoing',
     })
 
@@ -66,17 +45,17 @@ describe('the webchat protocol', () => {
       messageId: expect.any(String),
       role: 'agent',
       text: 'Hello! How can I help?',
-      agentId,
+      agentId: fixture.agentId,
       at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     })
     expect(await visitor.next()).toEqual({ type: 'typing', on: false })
-    await service.reference.switchboard.idle()
+    await fixture.service.reference.switchboard.idle()
     const [, answer] = await sessionMessages(session.sessionId as string)
     expect(answer).toMatchObject({ role: 'agent', delivery: 'sent' })
   })
 
   it('acks a message without a clientMessageId with its messageId alone', async () => {
-    service.model.script(agentId, reply('Sure.'))
+    fixture.service.model.script(fixture.agentId, reply('Sure.'))
     const visitor = await visit()
     await visitor.next('session')
     visitor.send({ type: 'message', text: 'No id' })
@@ -85,7 +64,7 @@ describe('the webchat protocol', () => {
   })
 
   it('resumes the same session with the token and replays history since a message', async () => {
-    service.model.script(agentId, reply('First answer'), reply('Second answer'))
+    fixture.service.model.script(fixture.agentId, reply('First answer'), reply('Second answer'))
     const first = await visit()
     const session = await first.next('session')
     first.send({ type: 'message', text: 'one', clientMessageId: 'one' })
@@ -117,7 +96,7 @@ describe('the webchat protocol', () => {
   })
 
   it('stores a repeated clientMessageId once and acks it again with the original messageId', async () => {
-    service.model.script(agentId, reply('Once'))
+    fixture.service.model.script(fixture.agentId, reply('Once'))
     const visitor = await visit()
     const session = await visitor.next('session')
     visitor.send({ type: 'message', text: 'same', clientMessageId: 'dup-1' })
@@ -132,7 +111,7 @@ describe('the webchat protocol', () => {
     await again.next('session')
     again.send({ type: 'message', text: 'same', clientMessageId: 'dup-1' })
     expect(await again.next('ack')).toEqual(first)
-    await service.reference.switchboard.idle()
+    await fixture.service.reference.switchboard.idle()
     const customerMessages = (await sessionMessages(session.sessionId as string)).filter(
       (message) => message.role === 'customer',
     )
@@ -141,7 +120,7 @@ describe('the webchat protocol', () => {
   })
 
   it('answers bad frames with VALIDATION_ERROR and keeps the connection open', async () => {
-    service.model.script(agentId, reply('Still here'))
+    fixture.service.model.script(fixture.agentId, reply('Still here'))
     const visitor = await visit()
     await visitor.next('session')
     const bad = [
@@ -177,29 +156,28 @@ describe('the webchat protocol', () => {
     await visitor.next('session')
     visitor.send({ type: 'message', text: 'x'.repeat(70 * 1024) })
     expect(await visitor.closed).toBe(1009)
-    expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
+    expect((await fetch(`${fixture.service.url}/api/health`)).status).toBe(200)
     const next = await visit()
     expect(await next.next()).toMatchObject({ type: 'session' })
   })
 
   it('records a handoff to a human as HUMAN_TRANSFER_UNSUPPORTED, and the agent answers on', async () => {
-    const human = await service.createAgent({ name: 'Human desk', kind: 'human' })
-    const triage = await service.createAgent({
+    const human = await fixture.service.createAgent({ name: 'Human desk', kind: 'human' })
+    const triage = await fixture.service.createAgent({
       name: 'Triage',
       handoff: { enabled: true, allowedTargets: [human] },
     })
-    const entry = await service.createWebchat({ entryAgentId: triage })
-    service.model.script(
+    const entry = await fixture.service.createWebchat({ entryAgentId: triage })
+    fixture.service.model.script(
       triage,
       handoff(human, 'customer asked for a person'),
       reply('I will help you myself.'),
     )
-    const visitor = await connectVisitor(service.socketUrl(entry))
-    visitors.push(visitor)
+    const visitor = await fixture.connect(fixture.service.socketUrl(entry))
     const session = await visitor.next('session')
     visitor.send({ type: 'message', text: 'I want a human', clientMessageId: 'h-1' })
     expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'I will help you myself.' })
-    const view = await service.api<SessionView & { activeAgentId: number }>(
+    const view = await fixture.service.api<SessionView & { activeAgentId: number }>(
       'GET',
       `/api/sessions/${session.sessionId}`,
     )

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { createPgDb, type Db } from '@switchboard/adapter-postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ServerProcess, startServerProcess } from './support/server-process.js'
+import {
+  type ServerProcess,
+  startServerProcess,
+} from '../../../examples/reference-server/test/support/server-process.js'
 import { connectVisitor, type Visitor } from './support/visitor.js'
 
 const connectionString = process.env.DATABASE_URL
