@@ -6,6 +6,7 @@
  *
  *   npm run bench:webhook -w @switchboard/bench
  *   DATABASE_URL=postgres://… npm run bench:webhook -w @switchboard/bench
+ *   BENCH_STORAGES=PostgreSQL npm run bench:webhook -w @switchboard/bench   one storage only
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
@@ -233,11 +234,14 @@ async function main(): Promise<void> {
   const baseline = await startHmacOnlyServer(SECRET)
 
   // Each storage is made when its turn comes and removed right after (temporary folder, schema).
-  const storages: readonly [string, () => Promise<BenchStorage>][] = [
+  const allStorages: readonly [string, () => Promise<BenchStorage>][] = [
     ['memory', async () => memoryStorage()],
     ['PGlite', () => pgliteStorage()],
     ['PostgreSQL', () => postgresStorage(databaseUrl)],
   ]
+  // BENCH_STORAGES=PostgreSQL (a comma-separated list of labels) measures only those.
+  const only = process.env.BENCH_STORAGES?.split(',').map((label) => label.trim().toLowerCase())
+  const storages = allStorages.filter(([label]) => only === undefined || only.includes(label.toLowerCase()))
   const results: StorageResult[] = []
   const where: string[] = []
   const skipped: string[] = []

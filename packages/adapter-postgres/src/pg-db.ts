@@ -12,6 +12,13 @@ export interface PgDbOptions extends pg.PoolConfig {
 }
 
 const RECONNECT_FIRST_DELAY_MS = 250
+/**
+ * Statements with parameters are prepared once per connection under a name: the server then
+ * parses and plans each only once, which is most of its work for the short statements the
+ * repositories run. The repositories' SQL is a fixed set of texts; the cap keeps a caller that
+ * builds texts on the fly from growing every connection's cache without end.
+ */
+const PREPARED_STATEMENTS_MAX = 1000
 const RECONNECT_MAX_DELAY_MS = 10_000
 
 /** A `Db` on a PostgreSQL server: a `pg.Pool` for statements, one more connection for LISTEN. */
@@ -23,12 +30,19 @@ export function createPgDb(options: PgDbOptions): Db {
   const listener = createListener(poolConfig, onError)
   let closed = false
 
+  const statementNames = createStatementNames()
+
   const run = async <Row extends object>(
     queryable: pg.Pool | pg.PoolClient,
     sql: string,
     params: readonly unknown[] = [],
   ): Promise<Row[]> => {
-    const result = await queryable.query(sql, [...params])
+    const name = params.length === 0 ? undefined : statementNames.nameOf(sql)
+    const result = await queryable.query({
+      text: sql,
+      values: [...params],
+      ...(name === undefined ? {} : { name }),
+    })
     return result.rows as Row[]
   }
 
@@ -224,5 +238,19 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
         client = null
         await current?.end().catch(() => {})
       }),
+  }
+}
+
+/** Names for prepared statements, one per distinct SQL text, until the cap is reached. */
+function createStatementNames(): { nameOf(sql: string): string | undefined } {
+  const names = new Map<string, string>()
+  return {
+    nameOf(sql) {
+      const known = names.get(sql)
+      if (known !== undefined || names.size >= PREPARED_STATEMENTS_MAX) return known
+      const name = `switchboard_${names.size + 1}`
+      names.set(sql, name)
+      return name
+    },
   }
 }

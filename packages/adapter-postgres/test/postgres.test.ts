@@ -64,6 +64,25 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
     runAdapterCases({ db: () => db, storage: () => storage })
     runDurabilityCases({ db: () => db, storage: () => storage, otherDb: () => secondDb })
 
+    it('runs statements with parameters past the number it prepares, each with its own text', async () => {
+      const pool = connectTo(schema, 1)
+      try {
+        // One connection, so every statement lands where the earlier ones were prepared.
+        const sums = await Promise.all(
+          Array.from({ length: 1_050 }, (_, index) =>
+            pool.query<{ sum: number }>(`SELECT $1::integer + ${index} AS sum`, [1]),
+          ),
+        )
+        expect(sums.map(([row]) => row?.sum)).toEqual(Array.from({ length: 1_050 }, (_, index) => index + 1))
+        const again = await pool.transaction((client) =>
+          client.query<{ sum: number }>('SELECT $1::integer + 7 AS sum', [2]),
+        )
+        expect(again).toEqual([{ sum: 9 }])
+      } finally {
+        await pool.close()
+      }
+    })
+
     it('migrates an empty schema once when two processes start at the same moment', async () => {
       const fresh = `switchboard_migrate_${randomBytes(6).toString('hex')}`
       await admin.query(`CREATE SCHEMA ${fresh}`)

@@ -65,15 +65,17 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
     return integration !== null && integration.type === MSGPLATFORM_TYPE ? integration : null
   }
 
+  const logEntry = (integration: Integration, receivedAt: Date, entry: LogEntry): NewWebhookLog => ({
+    id: ids.uuid(),
+    companyId: integration.companyId,
+    integrationId: integration.id,
+    receivedAt,
+    ...entry,
+  })
+
   const writeLog = async (integration: Integration, receivedAt: Date, entry: LogEntry): Promise<void> => {
     try {
-      await storage.webhookLogs.add({
-        id: ids.uuid(),
-        companyId: integration.companyId,
-        integrationId: integration.id,
-        receivedAt,
-        ...entry,
-      })
+      await storage.webhookLogs.add(logEntry(integration, receivedAt, entry))
     } catch (error) {
       // The log is for people; the message, if any, is already stored, and failing now would make
       // the platform send it again.
@@ -97,14 +99,32 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
   ): Promise<WebhookAnswer> => {
     const externalId = webhookId ?? webhook.messageId
     // A storage failure throws through here: the edge answers 500 and the platform retries.
-    const ingested = await switchboard.ingest({
-      integrationId: integration.id,
-      clientId: webhook.clientId,
-      channelId: webhook.channelId,
-      transport: webhook.transport,
-      text: webhook.text,
-      externalId,
-    })
+    const ingested = await switchboard.ingest(
+      {
+        integrationId: integration.id,
+        clientId: webhook.clientId,
+        channelId: webhook.channelId,
+        transport: webhook.transport,
+        text: webhook.text,
+        externalId,
+      },
+      {
+        integration,
+        // In the message's transaction: one commit for both, and no message without its entry.
+        withinTransaction: (tx, { session, message, duplicate, queued }) =>
+          tx.webhookLogs.add(
+            logEntry(integration, receivedAt, {
+              outcome: duplicate ? 'duplicate' : queued ? 'queued' : 'stored_paused',
+              httpStatus: 200,
+              ...(duplicate
+                ? { reason: `repeated ${webhookId === undefined ? 'message_id' : 'webhook-id'}` }
+                : {}),
+              sessionId: session.id,
+              messageId: message.id,
+            }),
+          ),
+      },
+    )
     if (ingested.isErr()) {
       const { code, message } = ingested.error
       // The integration was deleted or switched off while this request was on its way.
@@ -120,23 +140,7 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
       // Nothing was stored; a 500 makes the platform try again once the setup is fixed.
       throw new Error(`msgplatform webhook could not be stored: ${code}: ${message}`)
     }
-    const { session, message, duplicate, queued } = ingested.value
-    const stored = { sessionId: session.id, messageId: message.id }
-    if (duplicate) {
-      await writeLog(integration, receivedAt, {
-        outcome: 'duplicate',
-        httpStatus: 200,
-        reason: `repeated ${webhookId === undefined ? 'message_id' : 'webhook-id'}`,
-        ...stored,
-      })
-      return answer(200, { ok: true, duplicate: true })
-    }
-    await writeLog(integration, receivedAt, {
-      outcome: queued ? 'queued' : 'stored_paused',
-      httpStatus: 200,
-      ...stored,
-    })
-    return answer(200, { ok: true })
+    return ingested.value.duplicate ? answer(200, { ok: true, duplicate: true }) : answer(200, { ok: true })
   }
 
   const receiveStatusHook = async (

@@ -16,6 +16,18 @@ import {
 } from '../paging.js'
 import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 
+/**
+ * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted on every TRIM_EVERY-th
+ * insert (by the table's insertion counter) rather than on each: finding the oldest kept entry
+ * walks that many index entries, the costliest part of logging a webhook. Until then `list` leaves
+ * the surplus out, so nobody sees more than the newest ones.
+ */
+const TRIM_EVERY = 64
+
+/** The position of the oldest entry kept for integration $1; `offset` holds the number kept minus one. */
+const oldestKept = (offset: string) => `SELECT received_at, insertion FROM webhook_logs
+          WHERE integration_id = $1::bigint ORDER BY received_at DESC, insertion DESC OFFSET ${offset} LIMIT 1`
+
 const COLUMNS = 'id, received_at, http_status, outcome, reason, session_id, message_id, insertion'
 
 function webhookLogOf(row: DbRow): WebhookLog {
@@ -33,11 +45,11 @@ function webhookLogOf(row: DbRow): WebhookLog {
 export function createWebhookLogRepository(client: DbClient): WebhookLogRepository {
   return {
     async add(log) {
-      const added = await client.query(
+      const [added] = await client.query<{ insertion: unknown }>(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         VALUES ($1::uuid, $2, $3::bigint, $4::timestamptz, $5, $6, $7, $8, $9)
-        ON CONFLICT DO NOTHING RETURNING id`,
+        ON CONFLICT DO NOTHING RETURNING insertion`,
         [
           log.id,
           log.companyId,
@@ -50,15 +62,12 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
           log.messageId ?? null,
         ],
       )
-      if (added.length === 0) throw new Error(`Webhook log ${log.id} already exists`)
-      // A second statement, so that it sees the entry just added. Outside a transaction a crash in
-      // between leaves one entry too many, which the next add removes.
+      if (added === undefined) throw new Error(`Webhook log ${log.id} already exists`)
+      if (toInteger(added.insertion) % TRIM_EVERY !== 0) return
+      // A second statement, so that it sees the entry just added.
       await client.query(
         `DELETE FROM webhook_logs
-        WHERE integration_id = $1::bigint AND (received_at, insertion) < (
-          SELECT received_at, insertion FROM webhook_logs WHERE integration_id = $1::bigint
-          ORDER BY received_at DESC, insertion DESC OFFSET $2 LIMIT 1
-        )`,
+        WHERE integration_id = $1::bigint AND (received_at, insertion) < (${oldestKept('$2')})`,
         [log.integrationId, WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 1],
       )
     },
@@ -77,8 +86,16 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         `SELECT ${COLUMNS} FROM webhook_logs
         WHERE integration_id = $1::bigint AND company_id = $2
           AND ($3::timestamptz IS NULL OR (received_at, insertion) < ($3::timestamptz, $4::bigint))
+          AND NOT (received_at, insertion) < ANY (${oldestKept('$6')})
         ORDER BY received_at DESC, insertion DESC LIMIT $5`,
-        [integrationId, companyId, after?.[0] ?? null, after?.[1] ?? null, limit + 1],
+        [
+          integrationId,
+          companyId,
+          after?.[0] ?? null,
+          after?.[1] ?? null,
+          limit + 1,
+          WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 1,
+        ],
       )
       return takePage(rows, limit, webhookLogOf, (row) =>
         encodeCursor([Date.parse(toIso(row.received_at)), toInteger(row.insertion)]),

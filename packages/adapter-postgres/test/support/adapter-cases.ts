@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
-import type { EventBus, Storage } from '@switchboard/core'
+import { type EventBus, type Storage, WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '@switchboard/core'
+import { seedChannel } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
 import { createPostgresEventBus, type Db, MIGRATIONS, migrate } from '../../src/index.js'
 
@@ -66,5 +67,57 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     await bus.close()
     const rows = await context.db().query<{ one: number }>('SELECT 1 AS one')
     expect(rows).toEqual([{ one: 1 }])
+  })
+
+  it('deletes webhook log entries beyond the kept ones in batches, and never lists them meanwhile', async () => {
+    const storage = context.storage()
+    const { companyId, integration } = await seedChannel(storage, { type: 'msgplatform' })
+    const kept = WEBHOOK_LOGS_KEPT_PER_INTEGRATION
+    const rowsOfIntegration = async () =>
+      Number(
+        (
+          await context
+            .db()
+            .query<{ count: unknown }>(
+              'SELECT count(*) AS count FROM webhook_logs WHERE integration_id = $1',
+              [integration.id],
+            )
+        )[0]?.count,
+      )
+    const listed = async () => {
+      let count = 0
+      let cursor: string | undefined
+      for (;;) {
+        const page = await storage.webhookLogs.list({
+          companyId,
+          integrationId: integration.id,
+          limit: 100,
+          cursor,
+        })
+        count += page.items.length
+        if (page.nextCursor === null) return count
+        cursor = page.nextCursor
+      }
+    }
+    const start = Date.parse('2026-01-01T00:00:00Z')
+    let most = 0
+    for (let index = 0; index < kept + 300; index++) {
+      await storage.webhookLogs.add({
+        id: randomUUID(),
+        companyId,
+        integrationId: integration.id,
+        receivedAt: new Date(start + index),
+        httpStatus: 200,
+        outcome: 'queued',
+      })
+      if (index >= kept) most = Math.max(most, await rowsOfIntegration())
+      if (index === kept + 150) expect(await listed()).toBe(kept)
+    }
+
+    // Trimmed at least once in 300 adds past the limit, and never far beyond it.
+    expect(most).toBeGreaterThan(kept)
+    expect(most).toBeLessThanOrEqual(kept + 64)
+    expect(await rowsOfIntegration()).toBeLessThan(kept + 64)
+    expect(await listed()).toBe(kept)
   })
 }

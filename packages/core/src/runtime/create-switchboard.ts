@@ -12,7 +12,7 @@ import type { Tool } from '../tools/tool.js'
 import { createToolRegistry } from '../tools/tool-registry.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
-import { type InboundMessage, type IngestResult, ingest } from './ingest.js'
+import { type InboundMessage, type IngestOptions, type IngestResult, ingest } from './ingest.js'
 import { type CustomerAddress, openSession } from './open-session.js'
 import type { RuntimeContext, RuntimeLogger } from './runtime-context.js'
 import { createSessionOperations, type SessionOperations } from './session-operations.js'
@@ -49,7 +49,7 @@ export interface Switchboard {
   readonly events: EventEmitter<SwitchboardEvents>
   readonly sessions: SessionOperations
   /** Store one customer message and queue it; durable once this resolves with ok. */
-  ingest(inbound: InboundMessage): Promise<Result<IngestResult, SwitchboardError>>
+  ingest(inbound: InboundMessage, options?: IngestOptions): Promise<Result<IngestResult, SwitchboardError>>
   /** The customer's open session, opened now if none is (for channels that show it before a message). */
   openSession(customer: CustomerAddress): Promise<Result<Session, SwitchboardError>>
   registerConnector(connector: Connector): void
@@ -109,8 +109,8 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     knowledge: options.knowledge,
     events,
     sessions,
-    ingest: async (inbound) => {
-      const result = await ingest(context, inbound)
+    ingest: async (inbound, ingestOptions) => {
+      const result = await ingest(context, inbound, ingestOptions)
       if (result.isOk() && result.value.queued) workers.wake()
       return result
     },

@@ -1,6 +1,7 @@
 import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
+import type { Integration, Repositories } from '../ports/storage.js'
 import { type CustomerAddress, findOrOpenSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -20,6 +21,20 @@ export interface IngestResult {
   readonly queued: boolean
 }
 
+export interface IngestOptions {
+  /**
+   * The message's integration as the caller just read it (a webhook handler checking its
+   * signature, say), so ingest does not read it again. It must be the inbound's integration.
+   */
+  readonly integration?: Integration
+  /**
+   * Runs inside ingest's transaction once the outcome is known, duplicates included, so whatever
+   * it writes commits together with the message or not at all (a webhook's log entry, say). When
+   * it throws, nothing is stored and ingest rejects with its error.
+   */
+  readonly withinTransaction?: (tx: Repositories, result: IngestResult) => Promise<void>
+}
+
 const MAX_ATTEMPTS = 3
 
 /**
@@ -30,59 +45,71 @@ const MAX_ATTEMPTS = 3
 export async function ingest(
   context: RuntimeContext,
   inbound: InboundMessage,
+  options: IngestOptions = {},
 ): Promise<Result<IngestResult, SwitchboardError>> {
-  const integration = await context.storage.integrations.get({ id: inbound.integrationId })
+  if (options.integration !== undefined && options.integration.id !== inbound.integrationId) {
+    throw new TypeError(
+      `ingest: the integration given (${options.integration.id}) is not the message's (${inbound.integrationId})`,
+    )
+  }
+  const integration =
+    options.integration ?? (await context.storage.integrations.get({ id: inbound.integrationId }))
   if (integration === null) return err(switchboardError('NOT_FOUND', 'integration not found'))
   if (!integration.active)
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
+  const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
+    if (inbound.externalId !== undefined) {
+      const existing = await tx.messages.findByExternalId({
+        integrationId: integration.id,
+        externalId: inbound.externalId,
+      })
+      if (existing !== null) {
+        const session = await tx.sessions.get({ id: existing.sessionId })
+        if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
+      }
+    }
+
+    const now = context.clock.now()
+    const opened = await findOrOpenSession(context, tx, integration, inbound, now)
+    if (opened.isErr()) return err(opened.error)
+    const { session, openedWith } = opened.value
+
+    const message = await tx.messages.insert({
+      id: context.ids.uuid(),
+      companyId: session.companyId,
+      sessionId: session.id,
+      integrationId: integration.id,
+      role: 'customer',
+      text: inbound.text,
+      at: now,
+      ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
+    })
+
+    let queued = false
+    if (session.state === 'ongoing') {
+      const active =
+        openedWith ?? (await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
+      if (active !== null && active.kind !== 'human') {
+        await tx.jobs.enqueue({
+          companyId: session.companyId,
+          sessionId: session.id,
+          messageId: message.id,
+          availableAt: now,
+        })
+        queued = true
+      }
+    }
+    return ok({ session, message, duplicate: false, queued })
+  }
+
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const result = await context.storage.transaction(
-        async (tx): Promise<Result<IngestResult, SwitchboardError>> => {
-          if (inbound.externalId !== undefined) {
-            const existing = await tx.messages.findByExternalId({
-              integrationId: integration.id,
-              externalId: inbound.externalId,
-            })
-            if (existing !== null) {
-              const session = await tx.sessions.get({ id: existing.sessionId })
-              if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
-            }
-          }
-
-          const now = context.clock.now()
-          const opened = await findOrOpenSession(context, tx, integration, inbound, now)
-          if (opened.isErr()) return err(opened.error)
-          const session = opened.value
-
-          const message = await tx.messages.insert({
-            id: context.ids.uuid(),
-            companyId: session.companyId,
-            sessionId: session.id,
-            integrationId: integration.id,
-            role: 'customer',
-            text: inbound.text,
-            at: now,
-            ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
-          })
-
-          let queued = false
-          if (session.state === 'ongoing') {
-            const active = await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId })
-            if (active !== null && active.kind !== 'human') {
-              await tx.jobs.enqueue({
-                companyId: session.companyId,
-                sessionId: session.id,
-                messageId: message.id,
-                availableAt: now,
-              })
-              queued = true
-            }
-          }
-          return ok({ session, message, duplicate: false, queued })
-        },
-      )
+      const result = await context.storage.transaction(async (tx) => {
+        const stored = await store(tx)
+        if (stored.isOk()) await options.withinTransaction?.(tx, stored.value)
+        return stored
+      })
       if (result.isOk() && !result.value.duplicate) {
         const { session, message, queued } = result.value
         emitSafely(context, 'message-received', {

@@ -1,4 +1,5 @@
 import { err, ok, type Result } from 'neverthrow'
+import type { Agent } from '../domain/agent.js'
 import { pathEntry } from '../domain/agent-path.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Session } from '../domain/session.js'
@@ -43,6 +44,12 @@ async function followCustomer(
   return saved
 }
 
+export interface FoundSession {
+  readonly session: Session
+  /** The entry agent, read to open the session now; undefined when the session was open already. */
+  readonly openedWith?: Agent
+}
+
 /** The customer's open session, or a new one with the integration's entry agent active. */
 export async function findOrOpenSession(
   context: RuntimeContext,
@@ -50,35 +57,34 @@ export async function findOrOpenSession(
   integration: Integration,
   customer: CustomerAddress,
   now: Date,
-): Promise<Result<Session, SwitchboardError>> {
+): Promise<Result<FoundSession, SwitchboardError>> {
   const open = await tx.sessions.findOpen({ integrationId: integration.id, clientId: customer.clientId })
-  if (open !== null) return ok(await followCustomer(tx, open, customer, now))
+  if (open !== null) return ok({ session: await followCustomer(tx, open, customer, now) })
   const entryAgent = await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
   if (entryAgent === null) {
     return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
   }
-  return ok(
-    await tx.sessions.create({
-      id: context.ids.uuid(),
-      companyId: integration.companyId,
-      integrationId: integration.id,
-      customer: {
-        clientId: customer.clientId,
-        ...(customer.channelId === undefined ? {} : { channelId: customer.channelId }),
-        ...(customer.transport === undefined ? {} : { transport: customer.transport }),
-      },
-      state: 'ongoing',
-      activeAgentId: entryAgent.id,
-      entryAgentId: entryAgent.id,
-      metadata: {
-        agentPath: [pathEntry(entryAgent, 'initial', now)],
-        sharedContext: emptySharedContext(),
-        errors: [],
-      },
-      createdAt: now.toISOString(),
-      updatedAt: now.toISOString(),
-    }),
-  )
+  const session = await tx.sessions.create({
+    id: context.ids.uuid(),
+    companyId: integration.companyId,
+    integrationId: integration.id,
+    customer: {
+      clientId: customer.clientId,
+      ...(customer.channelId === undefined ? {} : { channelId: customer.channelId }),
+      ...(customer.transport === undefined ? {} : { transport: customer.transport }),
+    },
+    state: 'ongoing',
+    activeAgentId: entryAgent.id,
+    entryAgentId: entryAgent.id,
+    metadata: {
+      agentPath: [pathEntry(entryAgent, 'initial', now)],
+      sharedContext: emptySharedContext(),
+      errors: [],
+    },
+    createdAt: now.toISOString(),
+    updatedAt: now.toISOString(),
+  })
+  return ok({ session, openedWith: entryAgent })
 }
 
 /**
@@ -95,9 +101,10 @@ export async function openSession(
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
   for (let attempt = 1; ; attempt += 1) {
     try {
-      return await context.storage.transaction((tx) =>
+      const found = await context.storage.transaction((tx) =>
         findOrOpenSession(context, tx, integration, customer, context.clock.now()),
       )
+      return found.map(({ session }) => session)
     } catch (error) {
       // A concurrent call (another tab, another process) opened the customer's session first.
       if (attempt < MAX_ATTEMPTS) continue
