@@ -110,19 +110,17 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
       },
       {
         integration,
-        // In the message's transaction: one commit for both, and no message without its entry.
-        withinTransaction: (tx, { session, message, duplicate, queued }) =>
-          tx.webhookLogs.add(
-            logEntry(integration, receivedAt, {
-              outcome: duplicate ? 'duplicate' : queued ? 'queued' : 'stored_paused',
-              httpStatus: 200,
-              ...(duplicate
-                ? { reason: `repeated ${webhookId === undefined ? 'message_id' : 'webhook-id'}` }
-                : {}),
-              sessionId: session.id,
-              messageId: message.id,
-            }),
-          ),
+        // Stored in the message's transaction: one commit for both, and no message without its entry.
+        webhookLog: ({ session, message, duplicate, queued }) =>
+          logEntry(integration, receivedAt, {
+            outcome: duplicate ? 'duplicate' : queued ? 'queued' : 'stored_paused',
+            httpStatus: 200,
+            ...(duplicate
+              ? { reason: `repeated ${webhookId === undefined ? 'message_id' : 'webhook-id'}` }
+              : {}),
+            sessionId: session.id,
+            messageId: message.id,
+          }),
       },
     )
     if (ingested.isErr()) {

@@ -134,6 +134,7 @@ export type {
   MessageRepository,
   NewAgent,
   NewIntegration,
+  NewJob,
   NewMessage,
   NewUsageRecord,
   NewWebhookLog,

@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import type { IngestOptions } from '../src/index.js'
 import { type ConversationHarness, createConversationHarness, reply, toolCall } from '../src/testing/index.js'
 
 let harness: ConversationHarness
@@ -47,74 +46,6 @@ describe('the runtime', () => {
       (await harness.switchboard.openSession({ ...address, integrationId: '999999' }))._unsafeUnwrapErr()
         .code,
     ).toBe('NOT_FOUND')
-  })
-
-  it('ingests with the integration its caller read, and writes what the caller adds in the same transaction', async () => {
-    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
-    harness.model.script(harness.agent('solo'), reply('hi back'))
-    const integration = await harness.storage.integrations.get({ id: harness.integrationId })
-    if (integration === null) throw new Error('no integration')
-    const address = { integrationId: integration.id, clientId: 'dora', text: 'hi', externalId: 'ext-1' }
-    const seen: { duplicate: boolean; queued: boolean }[] = []
-    const logIn = (tx: Parameters<NonNullable<IngestOptions['withinTransaction']>>[0], outcome: string) =>
-      tx.webhookLogs.add({
-        id: crypto.randomUUID(),
-        companyId: integration.companyId,
-        integrationId: integration.id,
-        receivedAt: new Date(),
-        httpStatus: 200,
-        outcome: outcome as 'queued',
-      })
-    const options: IngestOptions = {
-      integration,
-      withinTransaction: async (tx, result) => {
-        seen.push({ duplicate: result.duplicate, queued: result.queued })
-        await logIn(tx, result.duplicate ? 'duplicate' : 'queued')
-      },
-    }
-
-    expect((await harness.switchboard.ingest(address, options)).isOk()).toBe(true)
-    expect((await harness.switchboard.ingest(address, options))._unsafeUnwrap().duplicate).toBe(true)
-    expect(seen).toEqual([
-      { duplicate: false, queued: true },
-      { duplicate: true, queued: false },
-    ])
-
-    // The integration given is the one used: as given it is switched off, so nothing is stored.
-    const switchedOff = await harness.switchboard.ingest(
-      { ...address, externalId: 'ext-2' },
-      { integration: { ...integration, active: false } },
-    )
-    expect(switchedOff._unsafeUnwrapErr().code).toBe('INTEGRATION_INACTIVE')
-    await expect(
-      harness.switchboard.ingest({ ...address, integrationId: '999' }, { integration }),
-    ).rejects.toThrow(TypeError)
-
-    // What the caller adds fails: neither it nor the message is stored.
-    const failure = new Error('the log is full')
-    await expect(
-      harness.switchboard.ingest(
-        { ...address, clientId: 'eve', externalId: 'ext-3' },
-        {
-          integration,
-          withinTransaction: async (tx) => {
-            await logIn(tx, 'queued')
-            throw failure
-          },
-        },
-      ),
-    ).rejects.toBe(failure)
-    expect(
-      await harness.storage.sessions.findOpen({ integrationId: integration.id, clientId: 'eve' }),
-    ).toBeNull()
-    const logs = await harness.storage.webhookLogs.list({
-      companyId: integration.companyId,
-      integrationId: integration.id,
-      limit: 10,
-    })
-    expect(logs.items.map((entry) => entry.outcome)).toEqual(['duplicate', 'queued'])
-    await harness.switchboard.idle()
-    expect(harness.customer('dora').replies()).toEqual(['hi back'])
   })
 
   it('answers on the channel and transport of the latest customer message', async () => {

@@ -1,7 +1,7 @@
 import type { JobLease, JobQueue } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, timeParameter, toInteger } from '../sql-values.js'
-import { sessionLockSql } from './session-lock.js'
+import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 /** Whoever waits for jobs in this process; the storage feeds it from LISTEN. */
 export interface AvailabilityListeners {
@@ -49,6 +49,30 @@ export function createJobQueue(options: {
         [input.companyId, input.sessionId, input.messageId, timeParameter(input.availableAt), channel],
       )
       if (row === undefined) throw new Error(`Message ${input.messageId} already has a job`)
+    },
+
+    async enqueueMany(inputs) {
+      if (inputs.length === 0) return
+      const rows = inputs.map((input) => ({
+        company_id: input.companyId,
+        session_id: input.sessionId,
+        message_id: input.messageId,
+        available_at: timeParameter(input.availableAt),
+      }))
+      // No ON CONFLICT: a message that has a job already fails the statement and every job in it.
+      await client.query(
+        `WITH queued AS (
+          INSERT INTO jobs (company_id, session_id, message_id, available_at)
+          SELECT j.company_id, j.session_id, j.message_id, j.available_at
+          FROM ${sessionLocksSql('$1')},
+            ROWS FROM (jsonb_to_recordset($1::jsonb) AS (company_id integer, session_id uuid, message_id uuid,
+              available_at timestamptz)) WITH ORDINALITY AS j(company_id, session_id, message_id, available_at, position)
+          ORDER BY j.position
+          RETURNING id
+        )
+        SELECT count(*) AS queued, pg_notify($2, '') FROM queued`,
+        [JSON.stringify(rows), channel],
+      )
     },
 
     async lease({ now, leaseMs, token }) {

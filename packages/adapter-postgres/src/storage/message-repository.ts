@@ -1,7 +1,7 @@
-import type { Delivery, Message, MessageRepository, MessageRole } from '@switchboard/core'
+import type { Delivery, Message, MessageRepository, MessageRole, NewMessage } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
-import { sessionLockSql } from './session-lock.js'
+import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 const COLUMNS = 'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, delivery'
 
@@ -20,8 +20,45 @@ function messageOf(row: DbRow): Message {
   }
 }
 
+/** A message as one object of `insertMany`'s JSON array, its fields named as the columns. */
+function rowOf(input: NewMessage): Record<string, unknown> {
+  return {
+    id: input.id,
+    company_id: input.companyId,
+    session_id: input.sessionId,
+    integration_id: input.integrationId,
+    role: input.role,
+    text: input.text,
+    agent_id: input.agentId ?? null,
+    at: timeParameter(input.at),
+    external_id: input.externalId ?? null,
+    delivery: input.delivery ?? null,
+  }
+}
+
 export function createMessageRepository(client: DbClient): MessageRepository {
   return {
+    async insertMany(inputs) {
+      if (inputs.length === 0) return []
+      // No ON CONFLICT: a conflict fails the statement, so none of the messages is stored.
+      const rows = await client.query(
+        `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
+          delivery)
+        SELECT m.id, m.company_id, m.session_id, m.integration_id, m.role, m.text, m.agent_id, m.at, m.external_id,
+          m.delivery
+        FROM ${sessionLocksSql('$1')},
+          ROWS FROM (jsonb_to_recordset($1::jsonb) AS (id uuid, company_id integer, session_id uuid,
+            integration_id bigint, role text, text text, agent_id integer, at timestamptz, external_id text,
+            delivery text)) WITH ORDINALITY AS m(id, company_id, session_id, integration_id, role, text, agent_id,
+            at, external_id, delivery, position)
+        ORDER BY m.position
+        RETURNING ${COLUMNS}`,
+        [JSON.stringify(inputs.map(rowOf))],
+      )
+      const byId = new Map(rows.map((row) => [String(row.id), row]))
+      return inputs.map((input) => messageOf(byId.get(input.id)!))
+    },
+
     async insert(input) {
       const [row] = await client.query(
         `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
@@ -69,6 +106,17 @@ export function createMessageRepository(client: DbClient): MessageRepository {
         [integrationId, externalId],
       )
       return row === undefined ? null : messageOf(row)
+    },
+
+    async findByExternalIds({ integrationId, externalIds }) {
+      if (!isBigintId(integrationId) || externalIds.length === 0) return []
+      const rows = await client.query(
+        `SELECT ${COLUMNS} FROM messages
+        WHERE integration_id = $1::bigint
+          AND external_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+        [integrationId, JSON.stringify(externalIds)],
+      )
+      return rows.map(messageOf)
     },
 
     async list({ sessionId, afterSequence, limit }) {

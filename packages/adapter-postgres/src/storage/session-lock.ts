@@ -14,3 +14,15 @@ export const SESSION_LOCK_KEY = 1_935_762_041
 export function sessionLockSql(sessionIdParameter: string): string {
   return `(SELECT pg_advisory_xact_lock(${SESSION_LOCK_KEY}, hashtext(${sessionIdParameter}::text))) AS session_lock`
 }
+
+/**
+ * `sessionLockSql` for every `session_id` of a JSON array parameter (rows as objects), taken in
+ * the order of their lock keys, so that two transactions locking several sessions never wait for
+ * each other in a circle.
+ */
+export function sessionLocksSql(rowsParameter: string): string {
+  return `(SELECT count(pg_advisory_xact_lock(${SESSION_LOCK_KEY}, lock_key)) AS locked FROM (
+      SELECT DISTINCT hashtext(row->>'session_id') AS lock_key FROM jsonb_array_elements(${rowsParameter}::jsonb) AS row
+      ORDER BY lock_key
+    ) AS lock_keys) AS session_locks`
+}

@@ -95,6 +95,17 @@ export function createSessionRepository(client: DbClient): SessionRepository {
       return row === undefined ? null : sessionOf(row)
     },
 
+    async findOpenMany({ integrationId, clientIds }) {
+      if (!isBigintId(integrationId) || clientIds.length === 0) return []
+      const rows = await client.query(
+        `SELECT ${COLUMNS} FROM sessions
+        WHERE integration_id = $1::bigint AND state <> 'closed'
+          AND client_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+        [integrationId, JSON.stringify(clientIds)],
+      )
+      return rows.map(sessionOf)
+    },
+
     async save(input) {
       if (!isUuid(input.id)) return null
       // Compare-and-set: a writer that lost the race finds the version moved on and writes

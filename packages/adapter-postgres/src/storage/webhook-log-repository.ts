@@ -43,6 +43,15 @@ function webhookLogOf(row: DbRow): WebhookLog {
 }
 
 export function createWebhookLogRepository(client: DbClient): WebhookLogRepository {
+  // A statement of its own, so that it sees the entries just added.
+  const trim = async (integrationId: string): Promise<void> => {
+    await client.query(
+      `DELETE FROM webhook_logs
+      WHERE integration_id = $1::bigint AND (received_at, insertion) < (${oldestKept('$2')})`,
+      [integrationId, WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 1],
+    )
+  }
+
   return {
     async add(log) {
       const [added] = await client.query<{ insertion: unknown }>(
@@ -63,13 +72,41 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         ],
       )
       if (added === undefined) throw new Error(`Webhook log ${log.id} already exists`)
-      if (toInteger(added.insertion) % TRIM_EVERY !== 0) return
-      // A second statement, so that it sees the entry just added.
-      await client.query(
-        `DELETE FROM webhook_logs
-        WHERE integration_id = $1::bigint AND (received_at, insertion) < (${oldestKept('$2')})`,
-        [log.integrationId, WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 1],
+      if (toInteger(added.insertion) % TRIM_EVERY === 0) await trim(log.integrationId)
+    },
+
+    async addMany(logs) {
+      if (logs.length === 0) return
+      const rows = logs.map((log) => ({
+        id: log.id,
+        company_id: log.companyId,
+        integration_id: log.integrationId,
+        received_at: timeParameter(log.receivedAt),
+        http_status: log.httpStatus,
+        outcome: log.outcome,
+        reason: log.reason ?? null,
+        session_id: log.sessionId ?? null,
+        message_id: log.messageId ?? null,
+      }))
+      // No ON CONFLICT: a repeated id fails the statement and every entry in it.
+      const added = await client.query<{ integration_id: unknown; insertion: unknown }>(
+        `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
+          session_id, message_id)
+        SELECT l.id, l.company_id, l.integration_id, l.received_at, l.http_status, l.outcome, l.reason,
+          l.session_id, l.message_id
+        FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (id uuid, company_id integer, integration_id bigint,
+          received_at timestamptz, http_status integer, outcome text, reason text, session_id text,
+          message_id text)) WITH ORDINALITY AS l(id, company_id, integration_id, received_at, http_status, outcome,
+          reason, session_id, message_id, position)
+        ORDER BY l.position
+        RETURNING integration_id, insertion`,
+        [JSON.stringify(rows)],
       )
+      const due = new Set<string>()
+      for (const row of added) {
+        if (toInteger(row.insertion) % TRIM_EVERY === 0) due.add(String(row.integration_id))
+      }
+      for (const integrationId of due) await trim(integrationId)
     },
 
     async list({ companyId, integrationId, limit, cursor }) {

@@ -1,4 +1,4 @@
-import type { JobLease, JobQueue } from '../ports/storage.js'
+import type { JobLease, JobQueue, NewJob } from '../ports/storage.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 interface JobRecord {
@@ -81,35 +81,40 @@ export function createJobQueue(options: {
     else log.afterCommit(listeners.notify)
   }
 
+  const enqueueOne = (log: UndoLog, input: NewJob): void => {
+    if (jobs.messageIds.has(input.messageId)) throw new Error(`Message ${input.messageId} already has a job`)
+    jobs.messageIds.add(input.messageId)
+    log.record(() => jobs.messageIds.delete(input.messageId))
+    jobs.lastId += 1
+    const job: JobRecord = {
+      id: String(jobs.lastId),
+      companyId: input.companyId,
+      sessionId: input.sessionId,
+      messageId: input.messageId,
+      order: jobs.lastId,
+      availableAt: input.availableAt.getTime(),
+      attempts: 0,
+      leaseToken: null,
+      leasedUntil: 0,
+      lastError: null,
+    }
+    log.set(jobs.rows, job.id, job)
+    const queue = jobs.bySession.get(job.sessionId)
+    if (queue === undefined) {
+      log.set(jobs.bySession, job.sessionId, [job.id])
+    } else {
+      queue.push(job.id)
+      log.record(() => queue.pop())
+    }
+    log.afterCommit(listeners.notify)
+  }
+
   return {
-    enqueue: (input) =>
+    enqueue: (input) => statement((log) => enqueueOne(log, input)),
+
+    enqueueMany: (inputs) =>
       statement((log) => {
-        if (jobs.messageIds.has(input.messageId))
-          throw new Error(`Message ${input.messageId} already has a job`)
-        jobs.messageIds.add(input.messageId)
-        log.record(() => jobs.messageIds.delete(input.messageId))
-        jobs.lastId += 1
-        const job: JobRecord = {
-          id: String(jobs.lastId),
-          companyId: input.companyId,
-          sessionId: input.sessionId,
-          messageId: input.messageId,
-          order: jobs.lastId,
-          availableAt: input.availableAt.getTime(),
-          attempts: 0,
-          leaseToken: null,
-          leasedUntil: 0,
-          lastError: null,
-        }
-        log.set(jobs.rows, job.id, job)
-        const queue = jobs.bySession.get(job.sessionId)
-        if (queue === undefined) {
-          log.set(jobs.bySession, job.sessionId, [job.id])
-        } else {
-          queue.push(job.id)
-          log.record(() => queue.pop())
-        }
-        log.afterCommit(listeners.notify)
+        for (const input of inputs) enqueueOne(log, input)
       }),
 
     lease: ({ now, leaseMs, token }) =>

@@ -1,5 +1,5 @@
 import type { Message, MessageRole } from '../domain/session.js'
-import type { MessageRepository } from '../ports/storage.js'
+import type { MessageRepository, NewMessage } from '../ports/storage.js'
 import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
@@ -54,40 +54,41 @@ export function createMessageRepository(options: {
     log.set(messages.rows, message.id, { message: snapshot(message), integrationId: stored.integrationId })
   }
 
+  const insertOne = (log: UndoLog, input: NewMessage): Message => {
+    if (messages.rows.has(input.id)) throw new Error(`Message ${input.id} already exists`)
+    const key = input.externalId === undefined ? null : externalKey(input.integrationId, input.externalId)
+    if (key !== null && messages.byExternalId.has(key)) {
+      throw new Error(`Message ${input.externalId} of integration ${input.integrationId} is already stored`)
+    }
+    messages.lastSequence += 1
+    const message = snapshot<Message>({
+      id: input.id,
+      companyId: input.companyId,
+      sessionId: input.sessionId,
+      role: input.role,
+      text: input.text,
+      agentId: input.agentId,
+      at: input.at.toISOString(),
+      sequence: messages.lastSequence,
+      externalId: input.externalId,
+      delivery: input.delivery,
+    })
+    log.set(messages.rows, message.id, { message, integrationId: input.integrationId })
+    if (key !== null) log.set(messages.byExternalId, key, message.id)
+    const ids = messages.bySession.get(message.sessionId)
+    if (ids === undefined) {
+      log.set(messages.bySession, message.sessionId, [message.id])
+    } else {
+      ids.push(message.id)
+      log.record(() => ids.pop())
+    }
+    return message
+  }
+
   return {
-    insert: (input) =>
-      statement((log) => {
-        if (messages.rows.has(input.id)) throw new Error(`Message ${input.id} already exists`)
-        const key = input.externalId === undefined ? null : externalKey(input.integrationId, input.externalId)
-        if (key !== null && messages.byExternalId.has(key)) {
-          throw new Error(
-            `Message ${input.externalId} of integration ${input.integrationId} is already stored`,
-          )
-        }
-        messages.lastSequence += 1
-        const message = snapshot<Message>({
-          id: input.id,
-          companyId: input.companyId,
-          sessionId: input.sessionId,
-          role: input.role,
-          text: input.text,
-          agentId: input.agentId,
-          at: input.at.toISOString(),
-          sequence: messages.lastSequence,
-          externalId: input.externalId,
-          delivery: input.delivery,
-        })
-        log.set(messages.rows, message.id, { message, integrationId: input.integrationId })
-        if (key !== null) log.set(messages.byExternalId, key, message.id)
-        const ids = messages.bySession.get(message.sessionId)
-        if (ids === undefined) {
-          log.set(messages.bySession, message.sessionId, [message.id])
-        } else {
-          ids.push(message.id)
-          log.record(() => ids.pop())
-        }
-        return message
-      }),
+    insert: (input) => statement((log) => insertOne(log, input)),
+
+    insertMany: (inputs) => statement((log) => inputs.map((input) => insertOne(log, input))),
 
     get: ({ id, companyId }) =>
       statement(() => {
@@ -100,6 +101,17 @@ export function createMessageRepository(options: {
       statement(() => {
         const id = messages.byExternalId.get(externalKey(integrationId, externalId))
         return id === undefined ? null : (messages.rows.get(id)?.message ?? null)
+      }),
+
+    findByExternalIds: ({ integrationId, externalIds }) =>
+      statement(() => {
+        const found: Message[] = []
+        for (const externalId of new Set(externalIds)) {
+          const id = messages.byExternalId.get(externalKey(integrationId, externalId))
+          const stored = id === undefined ? undefined : messages.rows.get(id)
+          if (stored !== undefined) found.push(stored.message)
+        }
+        return found
       }),
 
     list: ({ sessionId, afterSequence, limit }) =>

@@ -85,6 +85,17 @@ export function createSessionRepository(options: {
         return id === undefined ? null : (sessions.rows.get(id)?.session ?? null)
       }),
 
+    findOpenMany: ({ integrationId, clientIds }) =>
+      statement(() => {
+        const found: Session[] = []
+        for (const clientId of new Set(clientIds)) {
+          const id = sessions.openByCustomer.get(customerKey(integrationId, clientId))
+          const stored = id === undefined ? undefined : sessions.rows.get(id)
+          if (stored !== undefined) found.push(stored.session)
+        }
+        return found
+      }),
+
     save: (input) =>
       statement((log) => {
         const stored = sessions.rows.get(input.id)

@@ -1,8 +1,8 @@
 import { WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '../domain/webhook-log.js'
-import type { WebhookLog, WebhookLogRepository } from '../ports/storage.js'
+import type { NewWebhookLog, WebhookLog, WebhookLogRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
 import { snapshot } from './snapshot.js'
-import type { Statement } from './undo-log.js'
+import type { Statement, UndoLog } from './undo-log.js'
 
 interface StoredWebhookLog {
   readonly log: WebhookLog
@@ -38,35 +38,41 @@ export function createWebhookLogRepository(options: {
 }): WebhookLogRepository {
   const { webhookLogs, statement } = options
 
+  const addOne = (log: UndoLog, input: NewWebhookLog): void => {
+    if (webhookLogs.integrationOf.has(input.id)) throw new Error(`Webhook log ${input.id} already exists`)
+    webhookLogs.lastOrder += 1
+    const stored: StoredWebhookLog = {
+      log: snapshot<WebhookLog>({
+        id: input.id,
+        receivedAt: input.receivedAt.toISOString(),
+        httpStatus: input.httpStatus,
+        outcome: input.outcome,
+        reason: input.reason,
+        sessionId: input.sessionId,
+        messageId: input.messageId,
+      }),
+      companyId: input.companyId,
+      receivedAtMs: input.receivedAt.getTime(),
+      order: webhookLogs.lastOrder,
+    }
+    const kept = [...(webhookLogs.byIntegration.get(input.integrationId) ?? [])]
+    // Logs nearly always arrive in time order, so the new one almost always goes last.
+    let index = kept.length
+    while (index > 0 && isNewer(kept[index - 1]!, stored)) index -= 1
+    kept.splice(index, 0, stored)
+    log.set(webhookLogs.integrationOf, input.id, input.integrationId)
+    for (const dropped of kept.splice(0, Math.max(0, kept.length - WEBHOOK_LOGS_KEPT_PER_INTEGRATION))) {
+      log.delete(webhookLogs.integrationOf, dropped.log.id)
+    }
+    log.set(webhookLogs.byIntegration, input.integrationId, kept)
+  }
+
   return {
-    add: (input) =>
+    add: (input) => statement((log) => addOne(log, input)),
+
+    addMany: (inputs) =>
       statement((log) => {
-        if (webhookLogs.integrationOf.has(input.id)) throw new Error(`Webhook log ${input.id} already exists`)
-        webhookLogs.lastOrder += 1
-        const stored: StoredWebhookLog = {
-          log: snapshot<WebhookLog>({
-            id: input.id,
-            receivedAt: input.receivedAt.toISOString(),
-            httpStatus: input.httpStatus,
-            outcome: input.outcome,
-            reason: input.reason,
-            sessionId: input.sessionId,
-            messageId: input.messageId,
-          }),
-          companyId: input.companyId,
-          receivedAtMs: input.receivedAt.getTime(),
-          order: webhookLogs.lastOrder,
-        }
-        const kept = [...(webhookLogs.byIntegration.get(input.integrationId) ?? [])]
-        // Logs nearly always arrive in time order, so the new one almost always goes last.
-        let index = kept.length
-        while (index > 0 && isNewer(kept[index - 1]!, stored)) index -= 1
-        kept.splice(index, 0, stored)
-        log.set(webhookLogs.integrationOf, input.id, input.integrationId)
-        for (const dropped of kept.splice(0, Math.max(0, kept.length - WEBHOOK_LOGS_KEPT_PER_INTEGRATION))) {
-          log.delete(webhookLogs.integrationOf, dropped.log.id)
-        }
-        log.set(webhookLogs.byIntegration, input.integrationId, kept)
+        for (const input of inputs) addOne(log, input)
       }),
 
     list: ({ companyId, integrationId, limit, cursor }) =>

@@ -66,6 +66,8 @@ export interface SessionRepository {
   get(options: { id: string; companyId?: number }): Promise<Session | null>
   /** The customer's session that is not closed, if any. */
   findOpen(options: { integrationId: string; clientId: string }): Promise<Session | null>
+  /** `findOpen` for several customers of one integration at once: the open sessions found, in no order. */
+  findOpenMany(options: { integrationId: string; clientIds: readonly string[] }): Promise<Session[]>
   /**
    * Compare-and-set: writes `session` with `version + 1` if the stored version still equals
    * `session.version`; null when someone else wrote first.
@@ -92,8 +94,15 @@ export interface NewMessage {
 
 export interface MessageRepository {
   insert(message: NewMessage): Promise<Message>
+  /**
+   * `insert` for several messages in one statement, in the order given (their sequences follow
+   * it); all or none: one that `insert` would refuse fails them all.
+   */
+  insertMany(messages: readonly NewMessage[]): Promise<Message[]>
   get(options: { id: string; companyId?: number }): Promise<Message | null>
   findByExternalId(options: { integrationId: string; externalId: string }): Promise<Message | null>
+  /** `findByExternalId` for several external ids of one integration: the messages found, in no order. */
+  findByExternalIds(options: { integrationId: string; externalIds: readonly string[] }): Promise<Message[]>
   /** In arrival order, after `afterSequence` when given. */
   list(options: { sessionId: string; afterSequence?: number; limit: number }): Promise<Message[]>
   /**
@@ -179,18 +188,22 @@ export interface JobLease {
   readonly token: string
 }
 
+export interface NewJob {
+  readonly companyId: number
+  readonly sessionId: string
+  readonly messageId: string
+  readonly availableAt: Date
+}
+
 /**
  * Jobs, one per inbound message. A session's jobs run one at a time in enqueue order: only the
  * earliest unfinished job of a session can be leased, and only while no live lease holds it.
  */
 export interface JobQueue {
   /** Inside the transaction that stores the message. */
-  enqueue(options: {
-    companyId: number
-    sessionId: string
-    messageId: string
-    availableAt: Date
-  }): Promise<void>
+  enqueue(job: NewJob): Promise<void>
+  /** `enqueue` for several messages at once, in the order given; all or none. */
+  enqueueMany(jobs: readonly NewJob[]): Promise<void>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   renew(options: { jobId: string; token: string; now: Date; leaseMs: number }): Promise<boolean>
   /** Inside the transaction that commits the turn; false when the lease was taken over. */
@@ -411,6 +424,8 @@ export interface WebhookLogRepository {
    * `receivedAt`, then the later added). Throws on a repeated id.
    */
   add(log: NewWebhookLog): Promise<void>
+  /** `add` for several entries in one statement; all or none. */
+  addMany(logs: readonly NewWebhookLog[]): Promise<void>
   /** Newest first, as `add` orders them. */
   list(options: { companyId: number; integrationId: string } & PageRequest): Promise<Page<WebhookLog>>
 }

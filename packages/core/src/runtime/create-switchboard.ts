@@ -12,7 +12,8 @@ import type { Tool } from '../tools/tool.js'
 import { createToolRegistry } from '../tools/tool-registry.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
-import { type InboundMessage, type IngestOptions, type IngestResult, ingest } from './ingest.js'
+import type { InboundMessage, IngestOptions, IngestResult } from './ingest.js'
+import { createIngestQueue } from './ingest-queue.js'
 import { type CustomerAddress, openSession } from './open-session.js'
 import type { RuntimeContext, RuntimeLogger } from './runtime-context.js'
 import { createSessionOperations, type SessionOperations } from './session-operations.js'
@@ -92,6 +93,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     pollMs: options.pollMs ?? 1000,
   })
   const sessions = createSessionOperations(context, delivery)
+  const ingestQueue = createIngestQueue(context)
   let sweepCancel: (() => void) | null = null
   const sweepEvery = options.pollMs ?? 1000
   const scheduleSweep = () => {
@@ -109,8 +111,8 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     knowledge: options.knowledge,
     events,
     sessions,
-    ingest: async (inbound, ingestOptions) => {
-      const result = await ingest(context, inbound, ingestOptions)
+    ingest: async (inbound, ingestOptions = {}) => {
+      const result = await ingestQueue.ingest(inbound, ingestOptions)
       if (result.isOk() && result.value.queued) workers.wake()
       return result
     },

@@ -1,7 +1,7 @@
 import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
-import type { Integration, Repositories } from '../ports/storage.js'
+import type { Integration, NewWebhookLog, Repositories } from '../ports/storage.js'
 import { type CustomerAddress, findOrOpenSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -28,14 +28,21 @@ export interface IngestOptions {
    */
   readonly integration?: Integration
   /**
-   * Runs inside ingest's transaction once the outcome is known, duplicates included, so whatever
-   * it writes commits together with the message or not at all (a webhook's log entry, say). When
-   * it throws, nothing is stored and ingest rejects with its error.
+   * The webhook log entry to store for this message once its outcome is known (duplicates
+   * included), in the message's transaction: both are stored or neither is.
    */
-  readonly withinTransaction?: (tx: Repositories, result: IngestResult) => Promise<void>
+  readonly webhookLog?: (result: IngestResult) => NewWebhookLog
 }
 
 const MAX_ATTEMPTS = 3
+
+/** A caller handing over another integration than the message's is a bug, not a domain failure. */
+export function assertIntegrationOf(inbound: InboundMessage, integration: Integration): void {
+  if (integration.id === inbound.integrationId) return
+  throw new TypeError(
+    `ingest: the integration given (${integration.id}) is not the message's (${inbound.integrationId})`,
+  )
+}
 
 /**
  * Receive one customer message: find the customer's open session or open one (a closed session
@@ -47,11 +54,7 @@ export async function ingest(
   inbound: InboundMessage,
   options: IngestOptions = {},
 ): Promise<Result<IngestResult, SwitchboardError>> {
-  if (options.integration !== undefined && options.integration.id !== inbound.integrationId) {
-    throw new TypeError(
-      `ingest: the integration given (${options.integration.id}) is not the message's (${inbound.integrationId})`,
-    )
-  }
+  if (options.integration !== undefined) assertIntegrationOf(inbound, options.integration)
   const integration =
     options.integration ?? (await context.storage.integrations.get({ id: inbound.integrationId }))
   if (integration === null) return err(switchboardError('NOT_FOUND', 'integration not found'))
@@ -107,7 +110,9 @@ export async function ingest(
     try {
       const result = await context.storage.transaction(async (tx) => {
         const stored = await store(tx)
-        if (stored.isOk()) await options.withinTransaction?.(tx, stored.value)
+        if (stored.isOk() && options.webhookLog !== undefined) {
+          await tx.webhookLogs.add(options.webhookLog(stored.value))
+        }
         return stored
       })
       if (result.isOk() && !result.value.duplicate) {

@@ -21,7 +21,7 @@ const MAX_ATTEMPTS = 3
  * Replies go back on the channel and transport of the message they answer (CONTRACT §6), so the
  * session follows a customer who writes from another channel of the same integration.
  */
-async function followCustomer(
+export async function followCustomer(
   tx: Repositories,
   session: Session,
   customer: CustomerAddress,
@@ -60,6 +60,17 @@ export async function findOrOpenSession(
 ): Promise<Result<FoundSession, SwitchboardError>> {
   const open = await tx.sessions.findOpen({ integrationId: integration.id, clientId: customer.clientId })
   if (open !== null) return ok({ session: await followCustomer(tx, open, customer, now) })
+  return openNewSession(context, tx, integration, customer, now)
+}
+
+/** A new session for a customer who has none open, with the integration's entry agent active. */
+export async function openNewSession(
+  context: RuntimeContext,
+  tx: Repositories,
+  integration: Integration,
+  customer: CustomerAddress,
+  now: Date,
+): Promise<Result<FoundSession, SwitchboardError>> {
   const entryAgent = await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
   if (entryAgent === null) {
     return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))

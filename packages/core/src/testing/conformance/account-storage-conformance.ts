@@ -703,6 +703,23 @@ export function runAccountStorageConformance(
         expect(idsOf(page.items)).toEqual(idsOf([...added].reverse()))
       })
 
+      it('adds several entries at once, all or none', async () => {
+        const entries = [0, 1, 2].map((index) => newWebhookLog(channel, { receivedAt: at(index * 1000) }))
+        await storage.webhookLogs.addMany(entries)
+        await storage.webhookLogs.addMany([])
+        const repeated = newWebhookLog(channel, { receivedAt: at(5000) })
+        await expect(
+          storage.webhookLogs.addMany([repeated, { ...entries[0]!, outcome: 'duplicate' }]),
+        ).rejects.toThrow()
+
+        const page = await storage.webhookLogs.list({
+          companyId: company.id,
+          integrationId: channel.integration.id,
+          limit: 10,
+        })
+        expect(idsOf(page.items)).toEqual(idsOf([...entries].reverse()))
+      })
+
       it('refuses a repeated id', async () => {
         const entry = newWebhookLog(channel)
         await storage.webhookLogs.add(entry)

@@ -11,6 +11,7 @@ import {
   createSession,
   expectedError,
   insertMessage,
+  newMessageInput,
   type StorageConformanceOptions,
 } from './storage-fixtures.js'
 
@@ -98,6 +99,30 @@ export function runJobQueueConformance(
       }
       expect(order).toEqual(messageIds)
       expect(await lease('idle')).toBeNull()
+    })
+
+    it('enqueues several jobs at once in the order given, all or none', async () => {
+      const first = await createSession(storage, channel)
+      const second = await createSession(storage, channel)
+      const stored = await storage.transaction(async (tx) =>
+        tx.messages.insertMany([first, second, first].map((session) => newMessageInput(session))),
+      )
+      const job = (index: number) => ({
+        companyId: channel.companyId,
+        sessionId: stored[index]!.sessionId,
+        messageId: stored[index]!.id,
+        availableAt: at(),
+      })
+      await storage.transaction((tx) => tx.jobs.enqueueMany([job(0), job(1)]))
+      // The second message of `first` already has no job; the batch repeats `second`'s: none is added.
+      await expect(storage.jobs.enqueueMany([job(2), job(1)])).rejects.toThrow()
+      await storage.jobs.enqueueMany([])
+
+      const leased = [(await lease('worker-1'))!, (await lease('worker-2'))!]
+      expect(leased.map((lease) => lease.messageId)).toEqual([stored[0]!.id, stored[1]!.id])
+      expect(await lease('worker-3')).toBeNull()
+      for (const { jobId, token } of leased) await storage.jobs.complete({ jobId, token })
+      expect(await lease('worker-4')).toBeNull()
     })
 
     it('holds back the next job while the first one waits for its retry', async () => {
@@ -417,6 +442,26 @@ export function runJobQueueConformance(
         ).rejects.toThrow()
         await new Promise((resolve) => setTimeout(resolve, 20))
         expect(listener).not.toHaveBeenCalled()
+      } finally {
+        unsubscribe()
+      }
+    })
+
+    it("tells listeners when a completed job leaves its session's next job free to lease", async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const next = await receive(session)
+      const first = (await lease('first'))!
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+
+      try {
+        expect(
+          await storage.transaction((tx) => tx.jobs.complete({ jobId: first.jobId, token: 'first' })),
+        ).toBe(true)
+        // Workers that were idle hear of it; none asks for a job after each one it finishes.
+        await vi.waitFor(() => expect(listener).toHaveBeenCalled())
+        expect((await lease('second'))?.messageId).toBe(next)
       } finally {
         unsubscribe()
       }

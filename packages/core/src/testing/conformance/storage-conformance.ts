@@ -16,6 +16,7 @@ import {
   expectedError,
   insertMessage,
   newAgentInput,
+  newMessageInput,
   newSessionInput,
   type StorageConformanceOptions,
   tryToMutate,
@@ -26,6 +27,10 @@ const CENTURY = 100 * 365 * 24 * HOUR
 
 function idsOf(items: readonly { id: number | string }[]): Array<number | string> {
   return items.map((item) => item.id)
+}
+
+function sortedIds(rows: readonly { id: string }[]): string[] {
+  return rows.map((row) => row.id).sort()
 }
 
 function sortedNumbers(values: readonly number[]): number[] {
@@ -771,6 +776,104 @@ export function runStorageConformance(
         ).toEqual([pendingOperator.id])
         expect(
           await storage.messages.blockPending({ sessionId: session.id, roles: ['agent', 'operator'] }),
+        ).toEqual([])
+      })
+    })
+
+    describe('several rows at once', () => {
+      let channel: Channel
+
+      beforeEach(async () => {
+        channel = await createChannel(storage, companyId)
+      })
+
+      it('inserts messages in the order given, with increasing sequence numbers', async () => {
+        const [first, second] = [await createSession(storage, channel), await createSession(storage, channel)]
+        const inputs = [
+          newMessageInput(first, { text: 'one', externalId: randomUUID() }),
+          newMessageInput(second, { text: 'two' }),
+          newMessageInput(first, {
+            role: 'agent',
+            agentId: channel.agent.id,
+            text: 'three',
+            delivery: 'pending',
+          }),
+        ]
+
+        const inserted = await storage.messages.insertMany(inputs)
+
+        expect(inserted.map((message) => message.text)).toEqual(['one', 'two', 'three'])
+        expect(inserted[1]!.sequence).toBeGreaterThan(inserted[0]!.sequence)
+        expect(inserted[2]!.sequence).toBeGreaterThan(inserted[1]!.sequence)
+        expect(inserted[2]).toMatchObject({ role: 'agent', agentId: channel.agent.id, delivery: 'pending' })
+        for (const message of inserted)
+          expect(await storage.messages.get({ id: message.id })).toEqual(message)
+        expect(await storage.messages.list({ sessionId: first.id, limit: 10 })).toEqual([
+          inserted[0],
+          inserted[2],
+        ])
+        expect(await storage.messages.insertMany([])).toEqual([])
+      })
+
+      it('inserts none of the messages when one of them is refused', async () => {
+        const session = await createSession(storage, channel)
+        const externalId = randomUUID()
+        const existing = await insertMessage(storage, session, { externalId })
+        const fresh = newMessageInput(session, { text: 'fresh' })
+
+        await expect(
+          storage.messages.insertMany([fresh, newMessageInput(session, { externalId })]),
+        ).rejects.toThrow()
+        await expect(
+          storage.messages.insertMany([newMessageInput(session), { ...fresh }, fresh]),
+        ).rejects.toThrow()
+
+        expect(await storage.messages.get({ id: fresh.id })).toBeNull()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([existing])
+      })
+
+      it('finds messages by several external ids of one integration', async () => {
+        const session = await createSession(storage, channel)
+        const [one, two] = [randomUUID(), randomUUID()]
+        const first = await insertMessage(storage, session, { externalId: one })
+        const second = await insertMessage(storage, session, { externalId: two })
+        const otherIntegration = await createIntegration(storage, companyId, channel.agent.id)
+        const elsewhere = await createSession(storage, { ...channel, integration: otherIntegration })
+        await insertMessage(storage, elsewhere, { externalId: `${one}-elsewhere` })
+
+        const found = await storage.messages.findByExternalIds({
+          integrationId: channel.integration.id,
+          externalIds: [two, randomUUID(), one, two, `${one}-elsewhere`],
+        })
+
+        expect(sortedIds(found)).toEqual(sortedIds([first, second]))
+        expect(
+          await storage.messages.findByExternalIds({
+            integrationId: channel.integration.id,
+            externalIds: [],
+          }),
+        ).toEqual([])
+        expect(
+          await storage.messages.findByExternalIds({ integrationId: 'not-an-id', externalIds: [one] }),
+        ).toEqual([])
+      })
+
+      it("finds several customers' open sessions of one integration", async () => {
+        const [ann, bob, cleo] = [randomUUID(), randomUUID(), randomUUID()]
+        const annSession = await createSession(storage, channel, { clientId: ann })
+        await createSession(storage, channel, { clientId: bob, state: 'closed' })
+        const cleoSession = await createSession(storage, channel, { clientId: cleo, state: 'paused' })
+        const otherIntegration = await createIntegration(storage, companyId, channel.agent.id)
+        await createSession(storage, { ...channel, integration: otherIntegration }, { clientId: bob })
+
+        const found = await storage.sessions.findOpenMany({
+          integrationId: channel.integration.id,
+          clientIds: [ann, bob, cleo, ann, randomUUID()],
+        })
+
+        expect(sortedIds(found)).toEqual(sortedIds([annSession, cleoSession]))
+        expect(
+          await storage.sessions.findOpenMany({ integrationId: channel.integration.id, clientIds: [] }),
         ).toEqual([])
       })
     })

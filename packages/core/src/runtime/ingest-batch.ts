@@ -1,0 +1,244 @@
+import { err, ok, type Result } from 'neverthrow'
+import type { Agent } from '../domain/agent.js'
+import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import type { Message, Session } from '../domain/session.js'
+import type { Integration, NewJob, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import { assertIntegrationOf, type InboundMessage, type IngestOptions, type IngestResult } from './ingest.js'
+import { followCustomer, openNewSession } from './open-session.js'
+import { emitSafely, type RuntimeContext } from './runtime-context.js'
+
+export interface IngestRequest {
+  readonly inbound: InboundMessage
+  readonly options: IngestOptions
+}
+
+export type IngestOutcome = Result<IngestResult, SwitchboardError>
+
+/** The same message of one integration: what external ids are unique within. */
+const keyOf = (integrationId: string, id: string): string => `${integrationId.length}:${integrationId}${id}`
+
+/**
+ * `ingest` for several messages in one transaction, with a handful of statements whatever their
+ * number: the duplicates and the open sessions are read for all of them at once, the messages,
+ * jobs and webhook log entries written at once. The outcome of each is what `ingest` would have
+ * answered had they come one after the other, in the order given. Throws when the transaction
+ * fails, with nothing stored; the caller then ingests them one by one.
+ */
+export async function ingestMany(
+  context: RuntimeContext,
+  requests: readonly IngestRequest[],
+): Promise<IngestOutcome[]> {
+  const outcomes: IngestOutcome[] = new Array(requests.length)
+  const integrations = await integrationsOf(context, requests)
+  const admitted: number[] = []
+  requests.forEach(({ inbound }, index) => {
+    const integration = integrations.get(inbound.integrationId)
+    if (integration === undefined || integration === null) {
+      outcomes[index] = err(switchboardError('NOT_FOUND', 'integration not found'))
+    } else if (!integration.active) {
+      outcomes[index] = err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
+    } else {
+      admitted.push(index)
+    }
+  })
+  if (admitted.length === 0) return outcomes
+
+  const stored = await context.storage.transaction(async (tx) => {
+    const results = new Map<number, IngestOutcome>()
+    const earlier = await readEarlier(tx, requests, admitted)
+    const sessions = earlier.sessions
+    /** Sessions opened in this batch, with the entry agent read to open them. */
+    const openedWith = new Map<string, Agent>()
+    /** Messages to insert, and for each the request it stores. */
+    const planned: NewMessage[] = []
+    const plannedFor: number[] = []
+    /** An external id met earlier in this batch: the later request is its duplicate. */
+    const firstOfExternalId = new Map<string, number>()
+    const duplicateOf = new Map<number, number>()
+
+    for (const index of admitted) {
+      const { inbound } = requests[index]!
+      const integration = integrations.get(inbound.integrationId)!
+      if (inbound.externalId !== undefined) {
+        const key = keyOf(integration.id, inbound.externalId)
+        const existing = earlier.duplicates.get(key)
+        const session = existing === undefined ? undefined : earlier.sessionsById.get(existing.sessionId)
+        if (existing !== undefined && session !== undefined) {
+          results.set(index, ok({ session, message: existing, duplicate: true, queued: false }))
+          continue
+        }
+        const first = firstOfExternalId.get(key)
+        if (first !== undefined) {
+          duplicateOf.set(index, first)
+          continue
+        }
+        firstOfExternalId.set(key, planned.length)
+      }
+      const now = context.clock.now()
+      const customerKey = keyOf(integration.id, inbound.clientId)
+      const open = sessions.get(customerKey)
+      let session: Session
+      if (open === undefined) {
+        const opened = await openNewSession(context, tx, integration, inbound, now)
+        if (opened.isErr()) {
+          results.set(index, err(opened.error))
+          if (inbound.externalId !== undefined)
+            firstOfExternalId.delete(keyOf(integration.id, inbound.externalId))
+          continue
+        }
+        session = opened.value.session
+        if (opened.value.openedWith !== undefined) openedWith.set(session.id, opened.value.openedWith)
+      } else {
+        session = await followCustomer(tx, open, inbound, now)
+      }
+      sessions.set(customerKey, session)
+      planned.push({
+        id: context.ids.uuid(),
+        companyId: session.companyId,
+        sessionId: session.id,
+        integrationId: integration.id,
+        role: 'customer',
+        text: inbound.text,
+        at: now,
+        ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
+      })
+      plannedFor.push(index)
+    }
+
+    const messages = await tx.messages.insertMany(planned)
+    const agents = new Map<string, Agent | null>()
+    const activeAgent = async (session: Session): Promise<Agent | null> => {
+      const opener = openedWith.get(session.id)
+      if (opener !== undefined && opener.id === session.activeAgentId) return opener
+      const key = `${session.companyId}:${session.activeAgentId}`
+      if (!agents.has(key)) {
+        agents.set(key, await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
+      }
+      return agents.get(key)!
+    }
+    const jobs: NewJob[] = []
+    for (let position = 0; position < messages.length; position++) {
+      const message = messages[position]!
+      const index = plannedFor[position]!
+      const { inbound } = requests[index]!
+      const session = sessions.get(keyOf(inbound.integrationId, inbound.clientId))!
+      let queued = false
+      if (session.state === 'ongoing') {
+        const active = await activeAgent(session)
+        if (active !== null && active.kind !== 'human') {
+          jobs.push({
+            companyId: session.companyId,
+            sessionId: session.id,
+            messageId: message.id,
+            availableAt: new Date(message.at),
+          })
+          queued = true
+        }
+      }
+      results.set(index, ok({ session, message, duplicate: false, queued }))
+    }
+    await tx.jobs.enqueueMany(jobs)
+
+    for (const [index, first] of duplicateOf) {
+      const original = results.get(plannedFor[first]!)!._unsafeUnwrap()
+      results.set(
+        index,
+        ok({ session: original.session, message: original.message, duplicate: true, queued: false }),
+      )
+    }
+    const logs: NewWebhookLog[] = []
+    for (const index of admitted) {
+      const result = results.get(index)!
+      const entry = requests[index]!.options.webhookLog
+      if (result.isOk() && entry !== undefined) logs.push(entry(result.value))
+    }
+    await tx.webhookLogs.addMany(logs)
+    return results
+  })
+
+  for (const index of admitted) {
+    const outcome = stored.get(index)!
+    outcomes[index] = outcome
+    if (outcome.isOk() && !outcome.value.duplicate) {
+      const { session, message, queued } = outcome.value
+      emitSafely(context, 'message-received', {
+        companyId: session.companyId,
+        sessionId: session.id,
+        message,
+        queued,
+      })
+    }
+  }
+  return outcomes
+}
+
+/** The integration of each request: as its caller gave it, or read once per id. */
+async function integrationsOf(
+  context: RuntimeContext,
+  requests: readonly IngestRequest[],
+): Promise<Map<string, Integration | null>> {
+  const integrations = new Map<string, Integration | null>()
+  for (const { inbound, options } of requests) {
+    if (options.integration === undefined) continue
+    assertIntegrationOf(inbound, options.integration)
+    integrations.set(inbound.integrationId, options.integration)
+  }
+  for (const { inbound } of requests) {
+    if (integrations.has(inbound.integrationId)) continue
+    integrations.set(
+      inbound.integrationId,
+      await context.storage.integrations.get({ id: inbound.integrationId }),
+    )
+  }
+  return integrations
+}
+
+interface Earlier {
+  /** Messages already stored under an external id of the batch, by integration and external id. */
+  readonly duplicates: Map<string, Message>
+  /** The sessions of those messages, by id. */
+  readonly sessionsById: Map<string, Session>
+  /** The open sessions of the batch's customers, by integration and client id. */
+  readonly sessions: Map<string, Session>
+}
+
+/** What the storage holds already for the batch's customers and external ids: two reads per integration. */
+async function readEarlier(
+  tx: Repositories,
+  requests: readonly IngestRequest[],
+  admitted: readonly number[],
+): Promise<Earlier> {
+  const byIntegration = new Map<string, { externalIds: Set<string>; clientIds: Set<string> }>()
+  for (const index of admitted) {
+    const { inbound } = requests[index]!
+    let wanted = byIntegration.get(inbound.integrationId)
+    if (wanted === undefined) {
+      wanted = { externalIds: new Set(), clientIds: new Set() }
+      byIntegration.set(inbound.integrationId, wanted)
+    }
+    if (inbound.externalId !== undefined) wanted.externalIds.add(inbound.externalId)
+    wanted.clientIds.add(inbound.clientId)
+  }
+  const earlier: Earlier = { duplicates: new Map(), sessionsById: new Map(), sessions: new Map() }
+  for (const [integrationId, wanted] of byIntegration) {
+    if (wanted.externalIds.size > 0) {
+      const found = await tx.messages.findByExternalIds({
+        integrationId,
+        externalIds: [...wanted.externalIds],
+      })
+      for (const message of found) earlier.duplicates.set(keyOf(integrationId, message.externalId!), message)
+    }
+    const open = await tx.sessions.findOpenMany({ integrationId, clientIds: [...wanted.clientIds] })
+    for (const session of open) {
+      earlier.sessions.set(keyOf(integrationId, session.customer.clientId), session)
+      earlier.sessionsById.set(session.id, session)
+    }
+  }
+  for (const message of earlier.duplicates.values()) {
+    if (earlier.sessionsById.has(message.sessionId)) continue
+    // A repeat of a message whose session has closed since: rare, so read one by one.
+    const session = await tx.sessions.get({ id: message.sessionId })
+    if (session !== null) earlier.sessionsById.set(session.id, session)
+  }
+  return earlier
+}

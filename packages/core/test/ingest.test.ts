@@ -1,0 +1,293 @@
+import { randomUUID } from 'node:crypto'
+import { afterEach, describe, expect, it } from 'vitest'
+import type {
+  IngestOptions,
+  IngestResult,
+  Integration,
+  MessageRepository,
+  NewWebhookLog,
+  Storage,
+} from '../src/index.js'
+import { type ConversationHarness, createConversationHarness, reply } from '../src/testing/index.js'
+
+let harness: ConversationHarness
+afterEach(async () => {
+  await harness.finish()
+})
+
+/** How many customer messages each transaction stored, to tell messages stored together from alone. */
+function recordStores(storage: Storage): number[] {
+  const stores: number[] = []
+  const transaction = storage.transaction.bind(storage)
+  ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) =>
+    transaction(async (tx) => {
+      let stored = 0
+      const messages: MessageRepository = {
+        ...tx.messages,
+        insert: (message) => {
+          if (message.role === 'customer') stored += 1
+          return tx.messages.insert(message)
+        },
+        insertMany: (batch) => {
+          stored += batch.length
+          return tx.messages.insertMany(batch)
+        },
+      }
+      const result = await fn({ ...tx, messages })
+      if (stored > 0) stores.push(stored)
+      return result
+    })
+  return stores
+}
+
+async function integrationOf(storage: Storage, id: string): Promise<Integration> {
+  const integration = await storage.integrations.get({ id })
+  if (integration === null) throw new Error(`no integration ${id}`)
+  return integration
+}
+
+function logOf(integration: Integration, result: IngestResult, id = randomUUID()): NewWebhookLog {
+  return {
+    id,
+    companyId: integration.companyId,
+    integrationId: integration.id,
+    receivedAt: new Date(),
+    httpStatus: 200,
+    outcome: result.duplicate ? 'duplicate' : result.queued ? 'queued' : 'stored_paused',
+    sessionId: result.session.id,
+    messageId: result.message.id,
+  }
+}
+
+async function logOutcomes(storage: Storage, integration: Integration): Promise<string[]> {
+  const page = await storage.webhookLogs.list({
+    companyId: integration.companyId,
+    integrationId: integration.id,
+    limit: 100,
+  })
+  return page.items.map((entry) => entry.outcome).reverse()
+}
+
+describe('ingest', () => {
+  it('uses the integration its caller read, and stores the webhook log entry with the message', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('hi back'), reply('and again'))
+    const integration = await integrationOf(harness.storage, harness.integrationId)
+    const address = { integrationId: integration.id, clientId: 'dora', text: 'hi', externalId: 'ext-1' }
+    const options: IngestOptions = { integration, webhookLog: (result) => logOf(integration, result) }
+
+    expect((await harness.switchboard.ingest(address, options))._unsafeUnwrap().queued).toBe(true)
+    expect((await harness.switchboard.ingest(address, options))._unsafeUnwrap().duplicate).toBe(true)
+    expect(await logOutcomes(harness.storage, integration)).toEqual(['queued', 'duplicate'])
+
+    // The integration given is the one used: as given it is switched off, so nothing is stored.
+    const switchedOff = await harness.switchboard.ingest(
+      { ...address, externalId: 'ext-2' },
+      { integration: { ...integration, active: false } },
+    )
+    expect(switchedOff._unsafeUnwrapErr().code).toBe('INTEGRATION_INACTIVE')
+    await expect(
+      harness.switchboard.ingest({ ...address, integrationId: '999' }, { integration }),
+    ).rejects.toThrow(TypeError)
+
+    // The log entry cannot be stored (its id is taken): the message is not stored either.
+    const taken = randomUUID()
+    await harness.storage.webhookLogs.add({
+      ...logOf(integration, await harness.customer('dora').sends('x')),
+      id: taken,
+    })
+    await expect(
+      harness.switchboard.ingest(
+        { ...address, clientId: 'eve', externalId: 'ext-3' },
+        { integration, webhookLog: (result) => logOf(integration, result, taken) },
+      ),
+    ).rejects.toThrow()
+    expect(
+      await harness.storage.sessions.findOpen({ integrationId: integration.id, clientId: 'eve' }),
+    ).toBeNull()
+    expect(
+      await harness.storage.messages.findByExternalId({ integrationId: integration.id, externalId: 'ext-3' }),
+    ).toBeNull()
+    await harness.switchboard.idle()
+    expect(harness.customer('dora').replies()).toEqual(['hi back', 'and again'])
+  })
+
+  it('stores messages that arrive together in one transaction, each as if it had come alone', async () => {
+    harness = await createConversationHarness({
+      agents: { solo: {}, desk: { kind: 'human' } },
+      entry: 'solo',
+    })
+    const solo = harness.agent('solo')
+    const integration = await integrationOf(harness.storage, harness.integrationId)
+    const humanLine = await harness.storage.integrations.create({
+      companyId: integration.companyId,
+      type: integration.type,
+      name: 'human line',
+      active: true,
+      entryAgentId: harness.agent('desk'),
+      config: {},
+      webhookSecret: null,
+      at: new Date(),
+    })
+    const closedLine = await harness.storage.integrations.create({
+      companyId: integration.companyId,
+      type: integration.type,
+      name: 'closed line',
+      active: false,
+      entryAgentId: solo,
+      config: {},
+      webhookSecret: null,
+      at: new Date(),
+    })
+    // Known before the burst: a message already stored, and a paused customer.
+    await harness.customer('old').sends('earlier', { externalId: 'seen-before' })
+    const paused = await harness.customer('paused').sends('hello')
+    harness.model.script(solo, reply('to old'), reply('to paused'))
+    await harness.switchboard.idle()
+    await harness.switchboard.sessions.pause({
+      companyId: integration.companyId,
+      sessionId: paused.session.id,
+    })
+    const ann = { integrationId: integration.id, clientId: 'ann' }
+    const hana = { integrationId: integration.id, clientId: 'hana' }
+    // Turns of different sessions may run in any order: every answer is the same.
+    harness.model.script(solo, ...Array.from({ length: 7 }, () => reply('ok')))
+    const stores = recordStores(harness.storage)
+    const webhookLog = (result: IngestResult) => logOf(integration, result)
+
+    const results = await Promise.all([
+      harness.switchboard.ingest({ ...ann, text: 'first', externalId: 'a-1' }, { webhookLog }),
+      harness.switchboard.ingest(
+        { ...ann, text: 'second', channelId: 'c-2', transport: 'sms' },
+        { webhookLog },
+      ),
+      harness.switchboard.ingest({ ...ann, text: 'first again', externalId: 'a-1' }, { webhookLog }),
+      harness.switchboard.ingest({ ...ann, text: 'third', externalId: 'a-3' }, { webhookLog }),
+      harness.switchboard.ingest({
+        integrationId: integration.id,
+        clientId: 'old',
+        text: 'x',
+        externalId: 'seen-before',
+      }),
+      harness.switchboard.ingest({ integrationId: integration.id, clientId: 'paused', text: 'still there?' }),
+      harness.switchboard.ingest({ integrationId: humanLine.id, clientId: 'cleo', text: 'a person, please' }),
+      harness.switchboard.ingest({ integrationId: closedLine.id, clientId: 'dan', text: 'hello?' }),
+      harness.switchboard.ingest({ integrationId: '424242', clientId: 'eve', text: 'hello?' }),
+      harness.switchboard.ingest({ integrationId: integration.id, clientId: 'bob', text: 'hi' }),
+      harness.switchboard.ingest({ ...ann, text: 'fourth' }, { webhookLog }),
+      harness.switchboard.ingest({ ...hana, text: 'h one', externalId: 'h-1' }),
+      harness.switchboard.ingest({ ...hana, text: 'h one again', externalId: 'h-1' }),
+      harness.switchboard.ingest({ ...hana, text: 'h two' }),
+    ])
+    await harness.switchboard.idle()
+
+    // The first two were stored alone, each in a transaction of its own; the rest that came while
+    // they were (duplicates and refusals store nothing), together.
+    expect(stores).toEqual([1, 1, 7])
+    const [
+      first,
+      second,
+      firstAgain,
+      third,
+      old,
+      stillThere,
+      cleo,
+      dan,
+      eve,
+      bob,
+      fourth,
+      hanaOne,
+      hanaAgain,
+      hanaTwo,
+    ] = results
+    const annSession = first!._unsafeUnwrap().session.id
+    for (const result of [second, third, fourth]) {
+      expect(result!._unsafeUnwrap()).toMatchObject({
+        duplicate: false,
+        queued: true,
+        session: { id: annSession },
+      })
+    }
+    expect(firstAgain!._unsafeUnwrap()).toMatchObject({
+      duplicate: true,
+      queued: false,
+      message: { id: first!._unsafeUnwrap().message.id },
+    })
+    expect(old!._unsafeUnwrap()).toMatchObject({ duplicate: true, message: { text: 'earlier' } })
+    expect(stillThere!._unsafeUnwrap()).toMatchObject({
+      duplicate: false,
+      queued: false,
+      session: { state: 'paused' },
+    })
+    expect(cleo!._unsafeUnwrap()).toMatchObject({ duplicate: false, queued: false })
+    expect(dan!._unsafeUnwrapErr().code).toBe('INTEGRATION_INACTIVE')
+    expect(eve!._unsafeUnwrapErr().code).toBe('NOT_FOUND')
+    expect(bob!._unsafeUnwrap().queued).toBe(true)
+
+    const customer = harness.customer('ann')
+    expect(
+      (await harness.storage.messages.list({ sessionId: annSession, limit: 100 }))
+        .filter((message) => message.role === 'customer')
+        .map((message) => message.text),
+    ).toEqual(['first', 'second', 'third', 'fourth'])
+    expect(customer.replies()).toEqual(['ok', 'ok', 'ok', 'ok'])
+    expect((await harness.storage.sessions.get({ id: annSession }))?.customer).toEqual({
+      clientId: 'ann',
+      channelId: 'c-2',
+      transport: 'sms',
+    })
+    expect(harness.customer('bob').replies()).toEqual(['ok'])
+    // A customer new to the batch gets one session; a repeat within the batch is a duplicate.
+    const hanaSession = hanaOne!._unsafeUnwrap().session.id
+    expect(hanaTwo!._unsafeUnwrap().session.id).toBe(hanaSession)
+    expect(hanaAgain!._unsafeUnwrap()).toMatchObject({
+      duplicate: true,
+      session: { id: hanaSession },
+      message: { id: hanaOne!._unsafeUnwrap().message.id },
+    })
+    expect(
+      (await harness.storage.messages.list({ sessionId: hanaSession, limit: 100 }))
+        .filter((message) => message.role === 'customer')
+        .map((message) => message.text),
+    ).toEqual(['h one', 'h two'])
+    expect(harness.customer('hana').replies()).toEqual(['ok', 'ok'])
+    expect(await logOutcomes(harness.storage, integration)).toEqual([
+      'queued',
+      'queued',
+      'duplicate',
+      'queued',
+      'queued',
+    ])
+  })
+
+  it('stores messages one by one when their shared transaction fails, and only the bad one fails', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const integration = await integrationOf(harness.storage, harness.integrationId)
+    const taken = randomUUID()
+    const opener = await harness.customer('opener').sends('first')
+    await harness.storage.webhookLogs.add({ ...logOf(integration, opener), id: taken })
+    harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
+    const stores = recordStores(harness.storage)
+
+    const [fay, bad, gus] = await Promise.allSettled([
+      harness.switchboard.ingest({ integrationId: integration.id, clientId: 'fay', text: 'hi' }),
+      harness.switchboard.ingest(
+        { integrationId: integration.id, clientId: 'hal', text: 'hi' },
+        { webhookLog: (result) => logOf(integration, result, taken) },
+      ),
+      harness.switchboard.ingest({ integrationId: integration.id, clientId: 'gus', text: 'hi' }),
+    ])
+    await harness.switchboard.idle()
+
+    // fay and hal alone (hal's fails); then gus, alone too: one message left is no batch.
+    expect(stores).toEqual([1, 1])
+    expect(fay.status === 'fulfilled' && fay.value.isOk()).toBe(true)
+    expect(gus.status === 'fulfilled' && gus.value.isOk()).toBe(true)
+    expect(bad.status).toBe('rejected')
+    expect(
+      await harness.storage.sessions.findOpen({ integrationId: integration.id, clientId: 'hal' }),
+    ).toBeNull()
+    expect(harness.customer('fay').replies()).toEqual(['ok'])
+    expect(harness.customer('gus').replies()).toEqual(['ok'])
+  })
+})
