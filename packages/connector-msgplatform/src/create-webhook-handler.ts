@@ -60,7 +60,7 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
 
   const findIntegration = async (integrationId: string): Promise<Integration | null> => {
     if (!INTEGRATION_ID.test(integrationId)) return null
-    const integration = await storage.integrations.get({ id: integrationId })
+    const integration = await switchboard.integration(integrationId)
     // Another type's integration is not reachable here: to this URL it does not exist.
     return integration !== null && integration.type === MSGPLATFORM_TYPE ? integration : null
   }

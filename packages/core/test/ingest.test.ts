@@ -291,3 +291,42 @@ describe('ingest', () => {
     expect(harness.customer('gus').replies()).toEqual(['ok'])
   })
 })
+
+describe('reading integrations', () => {
+  it('answers reads made at the same time with one query, each with its own integration', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const storage = harness.storage
+    const second = await storage.integrations.create({
+      ...(await integrationOf(storage, harness.integrationId)),
+      name: 'second',
+      at: new Date(),
+    })
+    const reads: string[][] = []
+    const getMany = storage.integrations.getMany
+    ;(storage.integrations as { getMany: typeof getMany }).getMany = (options) => {
+      reads.push([...options.ids])
+      return getMany(options)
+    }
+
+    const found = await Promise.all(
+      [harness.integrationId, second.id, 'nope', harness.integrationId, second.id].map((id) =>
+        harness.switchboard.integration(id),
+      ),
+    )
+
+    expect(found.map((integration) => integration?.id ?? null)).toEqual([
+      harness.integrationId,
+      second.id,
+      null,
+      harness.integrationId,
+      second.id,
+    ])
+    // The first read alone; every key asked for while it ran in the next, once, even one just read:
+    // no caller gets a value read before it asked.
+    expect(reads).toEqual([[harness.integrationId], [second.id, 'nope', harness.integrationId]])
+
+    const failure = new Error('storage down')
+    ;(storage.integrations as { getMany: typeof getMany }).getMany = () => Promise.reject(failure)
+    await expect(harness.switchboard.integration(second.id)).rejects.toBe(failure)
+  })
+})

@@ -61,6 +61,17 @@ export function createIntegrationRepository(client: DbClient): IntegrationReposi
       return row === undefined ? null : integrationOf(row)
     },
 
+    async getMany({ ids }) {
+      const valid = ids.filter(isBigintId)
+      if (valid.length === 0) return []
+      const rows = await client.query(
+        `SELECT ${COLUMNS} FROM integrations
+        WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)`,
+        [JSON.stringify(valid)],
+      )
+      return rows.map(integrationOf)
+    },
+
     async list({ companyId, limit, cursor }) {
       assertPageLimit(limit)
       let afterId = 0

@@ -57,6 +57,16 @@ export function createIntegrationRepository(options: {
 
     get: ({ id, companyId }) => statement(() => find(id, companyId)),
 
+    getMany: ({ ids }) =>
+      statement(() => {
+        const found: Integration[] = []
+        for (const id of new Set(ids)) {
+          const integration = find(id, undefined)
+          if (integration !== null) found.push(integration)
+        }
+        return found
+      }),
+
     list: ({ companyId, limit, cursor }) =>
       statement(() => {
         let afterId = 0

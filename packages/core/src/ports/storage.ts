@@ -50,6 +50,8 @@ export interface IntegrationRepository {
   create(integration: NewIntegration & { at: Date }): Promise<Integration>
   /** Without `companyId`: any company's (webhooks find their integration by id alone). */
   get(options: { id: string; companyId?: number }): Promise<Integration | null>
+  /** `get` for several ids of any company at once: the integrations found, in no order. */
+  getMany(options: { ids: readonly string[] }): Promise<Integration[]>
   list(options: { companyId: number } & PageRequest): Promise<Page<Integration>>
   update(options: {
     companyId: number

@@ -7,9 +7,10 @@ import type { Clock, IdGenerator } from '../ports/clock.js'
 import type { Connector } from '../ports/connector.js'
 import type { KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { LlmProvider } from '../ports/llm-provider.js'
-import type { Storage } from '../ports/storage.js'
+import type { Integration, Storage } from '../ports/storage.js'
 import type { Tool } from '../tools/tool.js'
 import { createToolRegistry } from '../tools/tool-registry.js'
+import { coalesceReads } from './coalesce-reads.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
 import type { InboundMessage, IngestOptions, IngestResult } from './ingest.js'
@@ -51,6 +52,11 @@ export interface Switchboard {
   readonly sessions: SessionOperations
   /** Store one customer message and queue it; durable once this resolves with ok. */
   ingest(inbound: InboundMessage, options?: IngestOptions): Promise<Result<IngestResult, SwitchboardError>>
+  /**
+   * The integration with this id, of any company, as a webhook finds it; reads made at the same
+   * time share one query.
+   */
+  integration(id: string): Promise<Integration | null>
   /** The customer's open session, opened now if none is (for channels that show it before a message). */
   openSession(customer: CustomerAddress): Promise<Result<Session, SwitchboardError>>
   registerConnector(connector: Connector): void
@@ -94,6 +100,10 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
   })
   const sessions = createSessionOperations(context, delivery)
   const ingestQueue = createIngestQueue(context)
+  const readIntegration = coalesceReads(
+    (ids) => options.storage.integrations.getMany({ ids }),
+    (integration) => integration.id,
+  )
   let sweepCancel: (() => void) | null = null
   const sweepEvery = options.pollMs ?? 1000
   const scheduleSweep = () => {
@@ -116,6 +126,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
       if (result.isOk() && result.value.queued) workers.wake()
       return result
     },
+    integration: readIntegration,
     openSession: (customer) => openSession(context, customer),
     registerConnector(connector) {
       connectors.set(connector.type, connector)

@@ -277,6 +277,22 @@ export function runStorageConformance(
     })
 
     describe('integrations', () => {
+      it('reads several integrations of any company at once', async () => {
+        const agent = await createAgent(storage, companyId)
+        const first = await createIntegration(storage, companyId, agent.id)
+        const second = await createIntegration(storage, companyId, agent.id)
+        const otherAgent = await createAgent(storage, otherCompanyId)
+        const elsewhere = await createIntegration(storage, otherCompanyId, otherAgent.id)
+
+        const found = await storage.integrations.getMany({
+          ids: [second.id, 'not-an-id', elsewhere.id, second.id, '999999999999', first.id],
+        })
+
+        expect(sortedIds(found)).toEqual(sortedIds([first, second, elsewhere]))
+        expect(found.find((integration) => integration.id === first.id)).toEqual(first)
+        expect(await storage.integrations.getMany({ ids: [] })).toEqual([])
+      })
+
       it('creates integrations whose ids are strings of digits', async () => {
         const agent = await createAgent(storage, companyId)
         const integration = await createIntegration(storage, companyId, agent.id)
