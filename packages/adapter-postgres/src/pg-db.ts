@@ -24,7 +24,10 @@ const RECONNECT_MAX_DELAY_MS = 10_000
 /** A `Db` on a PostgreSQL server: a `pg.Pool` for statements, one more connection for LISTEN. */
 export function createPgDb(options: PgDbOptions): Db {
   const { onError = () => {}, ...poolConfig } = options
-  const pool = new pg.Pool(poolConfig)
+  // Pipelined connections send a statement without waiting for the answer to the one before:
+  // BEGIN goes out with a transaction's first statement, and statements a caller starts together
+  // (Promise.all on one transaction) share the round trip.
+  const pool = new pg.Pool({ pipeline: true, ...poolConfig })
   // Without a listener, an idle connection that breaks would crash the process.
   pool.on('error', onError)
   const listener = createListener(poolConfig, onError)
@@ -74,8 +77,10 @@ export function createPgDb(options: PgDbOptions): Db {
               Promise.reject(new Error('The transaction is already over; use the storage instead')),
       }
       try {
-        await connection.query('BEGIN')
-        const result = await fn(client)
+        // Not awaited before `fn` runs: its first statement follows BEGIN in the same round trip.
+        // BEGIN fails only on a broken connection, where the statements after it fail as well.
+        const begun = connection.query('BEGIN')
+        const result = await Promise.all([begun, fn(client)]).then(([, value]) => value)
         await connection.query('COMMIT')
         open = false
         release()

@@ -105,17 +105,28 @@ export async function ingestMany(
       plannedFor.push(index)
     }
 
-    const messages = await tx.messages.insertMany(planned)
+    // Whether each message gets a job depends on its session's active agent: read alongside the insert.
     const agents = new Map<string, Agent | null>()
-    const activeAgent = async (session: Session): Promise<Agent | null> => {
+    const agentKey = (session: Session) => `${session.companyId}:${session.activeAgentId}`
+    const agentReads: Promise<void>[] = []
+    for (const index of plannedFor) {
+      const { inbound } = requests[index]!
+      const session = sessions.get(keyOf(inbound.integrationId, inbound.clientId))!
+      const key = agentKey(session)
+      if (session.state !== 'ongoing' || agents.has(key)) continue
       const opener = openedWith.get(session.id)
-      if (opener !== undefined && opener.id === session.activeAgentId) return opener
-      const key = `${session.companyId}:${session.activeAgentId}`
-      if (!agents.has(key)) {
-        agents.set(key, await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
+      if (opener !== undefined && opener.id === session.activeAgentId) {
+        agents.set(key, opener)
+        continue
       }
-      return agents.get(key)!
+      agents.set(key, null)
+      agentReads.push(
+        tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }).then((agent) => {
+          agents.set(key, agent)
+        }),
+      )
     }
+    const [messages] = await Promise.all([tx.messages.insertMany(planned), ...agentReads])
     const jobs: NewJob[] = []
     for (let position = 0; position < messages.length; position++) {
       const message = messages[position]!
@@ -124,8 +135,8 @@ export async function ingestMany(
       const session = sessions.get(keyOf(inbound.integrationId, inbound.clientId))!
       let queued = false
       if (session.state === 'ongoing') {
-        const active = await activeAgent(session)
-        if (active !== null && active.kind !== 'human') {
+        const active = agents.get(agentKey(session))
+        if (active !== undefined && active !== null && active.kind !== 'human') {
           jobs.push({
             companyId: session.companyId,
             sessionId: session.id,
@@ -137,7 +148,6 @@ export async function ingestMany(
       }
       results.set(index, ok({ session, message, duplicate: false, queued }))
     }
-    await tx.jobs.enqueueMany(jobs)
 
     for (const [index, first] of duplicateOf) {
       const original = results.get(plannedFor[first]!)!._unsafeUnwrap()
@@ -152,7 +162,7 @@ export async function ingestMany(
       const entry = requests[index]!.options.webhookLog
       if (result.isOk() && entry !== undefined) logs.push(entry(result.value))
     }
-    await tx.webhookLogs.addMany(logs)
+    await Promise.all([tx.jobs.enqueueMany(jobs), tx.webhookLogs.addMany(logs)])
     return results
   })
 
@@ -220,20 +230,29 @@ async function readEarlier(
     wanted.clientIds.add(inbound.clientId)
   }
   const earlier: Earlier = { duplicates: new Map(), sessionsById: new Map(), sessions: new Map() }
+  // Started together: a storage that can pipeline statements answers them in one round trip.
+  const reads: Promise<void>[] = []
   for (const [integrationId, wanted] of byIntegration) {
     if (wanted.externalIds.size > 0) {
-      const found = await tx.messages.findByExternalIds({
-        integrationId,
-        externalIds: [...wanted.externalIds],
-      })
-      for (const message of found) earlier.duplicates.set(keyOf(integrationId, message.externalId!), message)
+      reads.push(
+        tx.messages
+          .findByExternalIds({ integrationId, externalIds: [...wanted.externalIds] })
+          .then((found) => {
+            for (const message of found)
+              earlier.duplicates.set(keyOf(integrationId, message.externalId!), message)
+          }),
+      )
     }
-    const open = await tx.sessions.findOpenMany({ integrationId, clientIds: [...wanted.clientIds] })
-    for (const session of open) {
-      earlier.sessions.set(keyOf(integrationId, session.customer.clientId), session)
-      earlier.sessionsById.set(session.id, session)
-    }
+    reads.push(
+      tx.sessions.findOpenMany({ integrationId, clientIds: [...wanted.clientIds] }).then((open) => {
+        for (const session of open) {
+          earlier.sessions.set(keyOf(integrationId, session.customer.clientId), session)
+          earlier.sessionsById.set(session.id, session)
+        }
+      }),
+    )
   }
+  await Promise.all(reads)
   for (const message of earlier.duplicates.values()) {
     if (earlier.sessionsById.has(message.sessionId)) continue
     // A repeat of a message whose session has closed since: rare, so read one by one.
