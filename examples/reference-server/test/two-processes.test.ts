@@ -94,6 +94,20 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
         `two processes: ${SESSIONS * WORDS.length} messages acknowledged in ${acknowledgedMs} ms, answered in ${answeredMs} ms`,
       )
 
+      // A reply reaches the platform before its sender hears back and marks it sent.
+      await expect
+        .poll(
+          async () =>
+            Number(
+              (
+                await db.query<{ count: unknown }>(
+                  `SELECT count(*) AS count FROM messages WHERE delivery = 'pending'`,
+                )
+              )[0]?.count,
+            ),
+          { timeout: 10_000, interval: 50 },
+        )
+        .toBe(0)
       const rows = await db.query<{ client_id: string; role: string; text: string; delivery: string | null }>(
         `SELECT sessions.client_id, messages.role, messages.text, messages.delivery
       FROM messages JOIN sessions ON sessions.id = messages.session_id
