@@ -181,9 +181,9 @@ describe('ingest', () => {
     ])
     await harness.switchboard.idle()
 
-    // The first two were stored alone, each in a transaction of its own; the rest that came while
-    // they were (duplicates and refusals store nothing), together.
-    expect(stores).toEqual([1, 1, 7])
+    // The first was stored alone; the rest, which came while it was, together (duplicates and
+    // refusals store nothing).
+    expect(stores).toEqual([1, 8])
     const [
       first,
       second,
@@ -279,7 +279,7 @@ describe('ingest', () => {
     ])
     await harness.switchboard.idle()
 
-    // fay and hal alone (hal's fails); then gus, alone too: one message left is no batch.
+    // fay alone; hal and gus together, which fails on hal's log entry; then each alone again.
     expect(stores).toEqual([1, 1])
     expect(fay.status === 'fulfilled' && fay.value.isOk()).toBe(true)
     expect(gus.status === 'fulfilled' && gus.value.isOk()).toBe(true)
@@ -289,6 +289,50 @@ describe('ingest', () => {
     ).toBeNull()
     expect(harness.customer('fay').replies()).toEqual(['ok'])
     expect(harness.customer('gus').replies()).toEqual(['ok'])
+  })
+})
+
+describe('a stuck store', () => {
+  it('does not hold back the messages that arrive behind it for more than 100 ms', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
+    const storage = harness.storage
+    let release = () => {}
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const transaction = storage.transaction.bind(storage)
+    let calls = 0
+    ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) => {
+      calls += 1
+      // The first store waits, as one waiting for a lock would.
+      return calls === 1 ? gate.then(() => transaction(fn)) : transaction(fn)
+    }
+    const address = (clientId: string) => ({ integrationId: harness.integrationId, clientId, text: 'hi' })
+    const stuck = harness.switchboard.ingest(address('ida'))
+    let behindDone = false
+    const behind = Promise.all([
+      harness.switchboard.ingest(address('jo')),
+      harness.switchboard.ingest(address('kim')),
+    ])
+    void behind.then(() => {
+      behindDone = true
+    })
+
+    await harness.clock.advance(99)
+    expect(behindDone).toBe(false)
+    await harness.clock.advance(1)
+    const stored = await behind
+    expect(stored.map((result) => result._unsafeUnwrap().session.customer.clientId)).toEqual(['jo', 'kim'])
+
+    release()
+    expect((await stuck)._unsafeUnwrap().duplicate).toBe(false)
+    await harness.switchboard.idle()
+    expect(['ida', 'jo', 'kim'].map((clientId) => harness.customer(clientId).replies())).toEqual([
+      ['ok'],
+      ['ok'],
+      ['ok'],
+    ])
   })
 })
 
