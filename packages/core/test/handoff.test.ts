@@ -42,11 +42,16 @@ describe('handoff_to_agent', () => {
       handoff(sales, 'pricing question'),
     )
     harness.model.script(sales, reply('Hi Ann, the pro plan is 20 USD.'))
+    const changes: unknown[] = []
+    harness.switchboard.events.on('agent-changed', (event) => changes.push(event))
     const customer = harness.customer()
 
     await customer.says('Hi, I am Ann. What does pro cost?')
 
     expect(await customer.activeAgent()).toBe('sales')
+    expect(changes).toEqual([
+      expect.objectContaining({ fromAgentId: reception, toAgentId: sales, via: 'handoff_tool' }),
+    ])
     expect(customer.received().map((sent) => [sent.role, sent.text])).toEqual([
       ['system', 'Connecting you to sales…'],
       ['agent', 'Hi Ann, the pro plan is 20 USD.'],
@@ -81,6 +86,8 @@ describe('handoff_to_agent', () => {
     harness.model.script(reception, handoff(harness.agent('finance')), reply('I can help you myself.'))
     const rejected: unknown[] = []
     harness.switchboard.events.on('handoff-rejected', (event) => rejected.push(event))
+    const recorded: unknown[] = []
+    harness.switchboard.events.on('session-error-recorded', (event) => recorded.push(event))
     const customer = harness.customer()
 
     await customer.says('refund?')
@@ -98,6 +105,9 @@ describe('handoff_to_agent', () => {
       content: expect.stringContaining('not in allowedTargets'),
     })
     expect(rejected).toHaveLength(1)
+    expect(recorded).toEqual([
+      expect.objectContaining({ error: expect.objectContaining({ code: 'HANDOFF_NOT_ALLOWED' }) }),
+    ])
   })
 
   it('rejects every handoff while handoff is disabled (the default)', async () => {

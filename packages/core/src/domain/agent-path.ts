@@ -1,3 +1,5 @@
+import { isoTimestamp } from './iso-timestamp.js'
+
 export type AgentPathVia = 'initial' | 'entry_routing' | 'handoff_tool' | 'manual'
 
 /** One transition of the active agent, as kept in `metadata.agentPath`. */
@@ -30,15 +32,17 @@ export function pathEntry(
   at: Date,
   extra: { confidence?: number; routeId?: string; depth?: number; reason?: string | undefined } = {},
 ): AgentPathEntry {
-  return {
-    agentId: agent.id,
-    agentName: agent.name,
-    ...(agent.role === undefined ? {} : { role: agent.role }),
-    ...(extra.confidence === undefined ? {} : { confidence: extra.confidence }),
-    ...(extra.routeId === undefined ? {} : { routeId: extra.routeId }),
-    timestamp: at.toISOString(),
-    via,
-    ...(extra.depth === undefined ? {} : { depth: extra.depth }),
-    ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+  // Assigned one by one in the stored key order: every turn makes one, and spreading an object
+  // literal per optional key cost more than the rest of it.
+  const entry = { agentId: agent.id, agentName: agent.name } as {
+    -readonly [Key in keyof AgentPathEntry]: AgentPathEntry[Key]
   }
+  if (agent.role !== undefined) entry.role = agent.role
+  if (extra.confidence !== undefined) entry.confidence = extra.confidence
+  if (extra.routeId !== undefined) entry.routeId = extra.routeId
+  entry.timestamp = isoTimestamp(at)
+  entry.via = via
+  if (extra.depth !== undefined) entry.depth = extra.depth
+  if (extra.reason !== undefined) entry.reason = extra.reason
+  return entry
 }

@@ -54,14 +54,17 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
       query: string
       limit: number
     }): Promise<KnowledgePassage[]> {
-      const queryWords = new Set(contentWords(options.query))
-      if (queryWords.size === 0 || !(options.limit >= 1)) return []
-
+      if (!(options.limit >= 1)) return []
       const candidates: { documentId: string; passage: IndexedPassage }[] = []
       for (const document of documents.values()) {
         if (document.companyId !== options.companyId || document.agentId !== options.agentId) continue
         for (const passage of document.passages) candidates.push({ documentId: document.documentId, passage })
       }
+      // Most agents have no documents: their turns skip splitting the query into words.
+      if (candidates.length === 0) return []
+      const queryWords = new Set(contentWords(options.query))
+      if (queryWords.size === 0) return []
+
       const passageCount = candidates.length
       const averageLength = candidates.reduce((sum, { passage }) => sum + passage.length, 0) / passageCount
 

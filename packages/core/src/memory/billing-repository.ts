@@ -1,6 +1,6 @@
+import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { BillingRepository, UsageRecord } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
-import { snapshot } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredUsage {
@@ -52,9 +52,10 @@ export function createBillingRepository(options: {
         if (billing.usageIds.has(input.id)) throw new Error(`Usage record ${input.id} already exists`)
         const costNanos = toNanos(input.costUsd)
         billing.lastOrder += 1
-        const record = snapshot<UsageRecord>({
+        // Strings and numbers only: nothing to copy, only to freeze.
+        const record = Object.freeze<UsageRecord>({
           id: input.id,
-          at: input.at.toISOString(),
+          at: isoTimestamp(input.at),
           model: input.model,
           inputTokens: input.inputTokens,
           outputTokens: input.outputTokens,

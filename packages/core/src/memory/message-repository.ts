@@ -1,3 +1,4 @@
+import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Message, MessageRole } from '../domain/session.js'
 import type { MessageRepository, NewMessage } from '../ports/storage.js'
 import { snapshot } from './snapshot.js'
@@ -68,7 +69,7 @@ export function createMessageRepository(options: {
       role: input.role,
       text: input.text,
       agentId: input.agentId,
-      at: input.at.toISOString(),
+      at: isoTimestamp(input.at),
       sequence: messages.lastSequence,
       externalId: input.externalId,
       delivery: input.delivery,

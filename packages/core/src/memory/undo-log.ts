@@ -75,7 +75,8 @@ class UndoJournal implements Journal {
   commit(): void {
     this.open = false
     // Dropped rather than emptied in place (a slower call): nothing is taken back after a commit.
-    this.undos = []
+    // Reads record nothing and keep theirs.
+    if (this.undos.length > 0) this.undos = []
     // Most calls register no effect; only the ones that do pay for a fresh list.
     if (this.effects.length === 0) return
     const effects = this.effects

@@ -148,10 +148,10 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     void work.finally(() => {
       if (draining.get(sessionId) === work) draining.delete(sessionId)
     })
-    return track(work)
+    return work
   }
 
-  async function claim(messageId: string): Promise<OutboxItem | null> {
+  function claim(messageId: string): Promise<OutboxItem | null> {
     return context.storage.outbox.claim({
       messageId,
       now: context.clock.now(),
@@ -210,7 +210,9 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
         leaseMs: CLAIM_LEASE_MS,
         leaseToken,
       })
-      await Promise.all(items.map(drain))
+      // The other callers of `drain` are tracked already; tracking it inside as well cost every
+      // delivery two more promises.
+      await Promise.all(items.map((item) => track(drain(item))))
     },
     async settled() {
       while (inFlight.size > 0) await Promise.allSettled([...inFlight])

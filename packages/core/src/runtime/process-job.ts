@@ -1,5 +1,6 @@
 import { MAX_HISTORY_WINDOW, runTurn, type TurnOutcome } from '../agent/run-turn.js'
 import type { Agent } from '../domain/agent.js'
+import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Message, Session, SessionErrorRecord } from '../domain/session.js'
 import { transition } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
@@ -24,12 +25,15 @@ function mergeOutcome(current: Session, started: Session, outcome: TurnOutcome, 
     activeAgentId: agentUnchanged ? outcome.activeAgentId : current.activeAgentId,
     metadata: {
       ...metadata,
-      agentPath: agentUnchanged ? [...metadata.agentPath, ...outcome.pathEntries] : metadata.agentPath,
+      agentPath:
+        agentUnchanged && outcome.pathEntries.length > 0
+          ? [...metadata.agentPath, ...outcome.pathEntries]
+          : metadata.agentPath,
       sharedContext: applySharedContextChanges(metadata.sharedContext, outcome),
       ...(outcome.routing === undefined ? {} : { routing: outcome.routing }),
       errors: outcome.errors.length === 0 ? metadata.errors : [...metadata.errors, ...outcome.errors],
     },
-    updatedAt: now.toISOString(),
+    updatedAt: isoTimestamp(now),
   }
 }
 
@@ -46,21 +50,11 @@ export async function processJob(
   const { storage } = context
   const session = await storage.sessions.get({ id: lease.sessionId })
   const message = await storage.messages.get({ id: lease.messageId })
-  const skip = async () => {
-    await storage.transaction(async (tx) => {
-      if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
-    })
-  }
-  if (session === null || message === null || session.state !== 'ongoing') return skip()
+  if (session === null || message === null || session.state !== 'ongoing') return skip(context, lease)
 
-  const agentCache = new Map<number, Agent | null>()
-  const loadAgent = async (id: number) => {
-    if (!agentCache.has(id))
-      agentCache.set(id, await storage.agents.get({ companyId: session.companyId, id }))
-    return agentCache.get(id) ?? null
-  }
+  const loadAgent = createAgentLoader(context, session.companyId)
   const activeAgent = await loadAgent(session.activeAgentId)
-  if (activeAgent === null || activeAgent.kind === 'human') return skip()
+  if (activeAgent === null || activeAgent.kind === 'human') return skip(context, lease)
 
   if (context.enforceCredits && (await storage.billing.getBalance({ companyId: session.companyId })) <= 0) {
     return recordCreditsExhausted(context, lease, activeAgent.id)
@@ -94,7 +88,9 @@ export async function processJob(
     tools: context.tools,
     knowledge: context.knowledge,
     loadAgent,
-    now: () => context.clock.now(),
+    now() {
+      return context.clock.now()
+    },
   })
 
   const committed = await updateSession(storage, { sessionId: session.id }, async (current, tx) => {
@@ -148,7 +144,7 @@ export async function processJob(
       value: { stored, silenced, transferring },
       // Charged last: every turn of the company updates its one balance row, which stays locked
       // from this write to COMMIT, so the company's other turns wait only for this commit.
-      beforeCommit: async (last) => {
+      async beforeCommit(last) {
         for (const call of outcome.usage) {
           await last.billing.recordUsage({
             id: context.ids.uuid(),
@@ -182,6 +178,25 @@ export async function processJob(
       messageId: message.id,
       replied: outcome.outgoing.some((outgoing) => outgoing.role === 'agent') && !value.silenced,
     })
+  }
+}
+
+/** Nothing to answer: the job is done without a turn. */
+async function skip(context: RuntimeContext, lease: JobLease): Promise<void> {
+  await context.storage.transaction(async (tx) => {
+    if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
+  })
+}
+
+/** Loads each agent of the company once per job, however often the turn asks for it. */
+function createAgentLoader(
+  context: RuntimeContext,
+  companyId: number,
+): (id: number) => Promise<Agent | null> {
+  const agents = new Map<number, Agent | null>()
+  return async (id) => {
+    if (!agents.has(id)) agents.set(id, await context.storage.agents.get({ companyId, id }))
+    return agents.get(id) ?? null
   }
 }
 
@@ -231,11 +246,15 @@ function announceOutcome(
   if (listening(context, 'llm-usage')) {
     for (const usage of outcome.usage) emitSafely(context, 'llm-usage', { ...event, ...usage })
   }
-  for (const rejected of outcome.rejectedHandoffs)
-    emitSafely(context, 'handoff-rejected', { ...event, ...rejected })
-  for (const error of outcome.errors as SessionErrorRecord[])
-    emitSafely(context, 'session-error-recorded', { ...event, error })
-  if (saved.activeAgentId !== previous.activeAgentId) {
+  if (listening(context, 'handoff-rejected')) {
+    for (const rejected of outcome.rejectedHandoffs)
+      emitSafely(context, 'handoff-rejected', { ...event, ...rejected })
+  }
+  if (listening(context, 'session-error-recorded')) {
+    for (const error of outcome.errors as SessionErrorRecord[])
+      emitSafely(context, 'session-error-recorded', { ...event, error })
+  }
+  if (saved.activeAgentId !== previous.activeAgentId && listening(context, 'agent-changed')) {
     const last = outcome.pathEntries[outcome.pathEntries.length - 1]
     emitSafely(context, 'agent-changed', {
       ...event,
@@ -244,7 +263,7 @@ function announceOutcome(
       via: last?.via ?? 'handoff_tool',
     })
   }
-  if (saved.state !== previous.state) {
+  if (saved.state !== previous.state && listening(context, 'session-state-changed')) {
     emitSafely(context, 'session-state-changed', { ...event, from: previous.state, to: saved.state })
   }
   if (listening(context, 'message-created')) {

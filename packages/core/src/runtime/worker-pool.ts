@@ -21,11 +21,20 @@ export function createWorkerPool(
   delivery: DeliveryService,
   options: { concurrency: number; pollMs: number },
 ): WorkerPool {
-  const running = new Set<Promise<void>>()
+  const running = new Map<JobLease, Promise<void>>()
   const timers = new Set<() => void>()
   let stopping = false
   let pumping: Promise<void> | null = null
   let pumpAgain = false
+  /** The token of a lease that found no job: no job holds it, so the next lease offers it again. */
+  let spareToken: string | null = null
+  /**
+   * Whether the last pump stopped before a lease found nothing (every slot busy, or the lease
+   * failed), so a job may be waiting that no wake will announce again. Otherwise every job that
+   * becomes available later is announced (`onAvailable`, retry timers, the poll), and a finished
+   * job need not look for more.
+   */
+  let workMayBeWaiting = false
 
   const after = (ms: number, callback: () => void) => {
     const cancel = context.clock.setTimer(() => {
@@ -33,35 +42,6 @@ export function createWorkerPool(
       callback()
     }, ms)
     timers.add(cancel)
-  }
-
-  async function keepLease(lease: JobLease, work: Promise<void>): Promise<void> {
-    const every = Math.max(10, Math.floor(context.leaseMs / 3))
-    let done = false
-    const timer = { cancel: () => {} }
-    const renew = () => {
-      timer.cancel = context.clock.setTimer(async () => {
-        if (done) return
-        try {
-          await context.storage.jobs.renew({
-            jobId: lease.jobId,
-            token: lease.token,
-            now: context.clock.now(),
-            leaseMs: context.leaseMs,
-          })
-        } catch (error) {
-          context.logger.warn({ jobId: lease.jobId, error: String(error) }, 'lease renewal failed')
-        }
-        if (!done) renew()
-      }, every)
-    }
-    renew()
-    try {
-      await work
-    } finally {
-      done = true
-      timer.cancel()
-    }
   }
 
   async function fail(lease: JobLease, error: unknown): Promise<void> {
@@ -113,35 +93,57 @@ export function createWorkerPool(
   }
 
   function run(lease: JobLease): void {
-    const work = processJob(context, delivery, lease).catch(async (error: unknown) => {
-      if (error instanceof LeaseLost) return
-      context.logger.error(
-        { jobId: lease.jobId, sessionId: lease.sessionId, error: String(error) },
-        'job failed',
-      )
-      await fail(lease, error)
-    })
-    const tracked = keepLease(lease, work).finally(() => {
-      running.delete(tracked)
-      pool.wake()
-    })
-    running.add(tracked)
+    running.set(lease, runJob(lease))
+  }
+
+  async function runJob(lease: JobLease): Promise<void> {
+    let renewal: LeaseRenewal | undefined
+    try {
+      renewal = new LeaseRenewal(context, lease)
+      await processJob(context, delivery, lease)
+    } catch (error) {
+      if (!(error instanceof LeaseLost)) {
+        context.logger.error(
+          { jobId: lease.jobId, sessionId: lease.sessionId, error: String(error) },
+          'job failed',
+        )
+        await fail(lease, error)
+      }
+    } finally {
+      renewal?.stop()
+      // After an await, so `run` has put the job in `running` by now.
+      running.delete(lease)
+      if (workMayBeWaiting) pool.wake()
+    }
   }
 
   async function pump(): Promise<void> {
-    while (!stopping && running.size < options.concurrency) {
+    while (!stopping) {
+      if (running.size >= options.concurrency) {
+        workMayBeWaiting = true
+        return
+      }
+      // This lease sees every job a wake so far announced; only a wake after it needs another pass.
+      pumpAgain = false
+      const token = spareToken ?? context.ids.uuid()
+      spareToken = null
       let lease: JobLease | null
       try {
         lease = await context.storage.jobs.lease({
           now: context.clock.now(),
           leaseMs: context.leaseMs,
-          token: context.ids.uuid(),
+          token,
         })
       } catch (error) {
         context.logger.error({ error: String(error) }, 'could not lease a job')
+        workMayBeWaiting = true
         return
       }
-      if (lease === null) return
+      if (lease === null) {
+        spareToken = token
+        workMayBeWaiting = false
+        return
+      }
       run(lease)
     }
   }
@@ -170,7 +172,7 @@ export function createWorkerPool(
           await delivery.settled()
           if (pumping === null && running.size === 0) return
         }
-        await Promise.race(running)
+        await Promise.race(running.values())
       }
     },
     async stop(timeoutMs) {
@@ -179,7 +181,7 @@ export function createWorkerPool(
       timers.clear()
       let timer: ReturnType<typeof setTimeout> | undefined
       await Promise.race([
-        Promise.allSettled([...running]),
+        Promise.allSettled(running.values()),
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, timeoutMs)
         }),
@@ -198,4 +200,48 @@ export function createWorkerPool(
   if (options.concurrency > 0) poll()
   timers.add(unsubscribe)
   return pool
+}
+
+/**
+ * Renews a running job's lease every third of its length, so no other worker takes the job.
+ * A class rather than closures: one is made per job.
+ */
+class LeaseRenewal {
+  private readonly context: RuntimeContext
+  private readonly lease: JobLease
+  private readonly every: number
+  private stopped = false
+  private cancel: () => void
+
+  constructor(context: RuntimeContext, lease: JobLease) {
+    this.context = context
+    this.lease = lease
+    this.every = Math.max(10, Math.floor(context.leaseMs / 3))
+    this.cancel = this.schedule()
+  }
+
+  stop(): void {
+    this.stopped = true
+    this.cancel()
+  }
+
+  private schedule(): () => void {
+    return this.context.clock.setTimer(() => void this.renew(), this.every)
+  }
+
+  private async renew(): Promise<void> {
+    if (this.stopped) return
+    const { context, lease } = this
+    try {
+      await context.storage.jobs.renew({
+        jobId: lease.jobId,
+        token: lease.token,
+        now: context.clock.now(),
+        leaseMs: context.leaseMs,
+      })
+    } catch (error) {
+      context.logger.warn({ jobId: lease.jobId, error: String(error) }, 'lease renewal failed')
+    }
+    if (!this.stopped) this.cancel = this.schedule()
+  }
 }

@@ -1,0 +1,16 @@
+let lastTime = Number.NaN
+let lastText = ''
+
+/**
+ * `at.toISOString()`, remembering the last answer: one turn writes the same instant into several
+ * records (a message, its session, usage), and formatting it costs about as much as such a write.
+ */
+export function isoTimestamp(at: Date): string {
+  const time = at.getTime()
+  if (time !== lastTime) {
+    // Formats (or throws on an invalid date) before remembering, so a throw leaves the memo as it was.
+    lastText = at.toISOString()
+    lastTime = time
+  }
+  return lastText
+}

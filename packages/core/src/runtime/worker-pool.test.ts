@@ -1,0 +1,126 @@
+import { describe, expect, it, vi } from 'vitest'
+import { createMemoryKnowledgeIndex } from '../knowledge/memory-knowledge-index.js'
+import { createMemoryStorage } from '../memory/memory-storage.js'
+import type { LlmProvider } from '../ports/llm-provider.js'
+import type { JobLease, Storage } from '../ports/storage.js'
+import { createRecordingConnector } from '../testing/recording-connector.js'
+import { createScriptedModel, reply } from '../testing/scripted-model.js'
+import { seedChannel } from '../testing/seed-channel.js'
+import { createSwitchboard } from './create-switchboard.js'
+
+interface LeaseCall {
+  readonly token: string
+  readonly leased: JobLease | null
+}
+
+/** Memory storage whose job queue notes every lease asked for and what it found. */
+function createWatchedStorage(): { storage: Storage; leases: LeaseCall[] } {
+  const storage = createMemoryStorage()
+  const leases: LeaseCall[] = []
+  const lease = storage.jobs.lease
+  storage.jobs.lease = async (options) => {
+    const leased = await lease(options)
+    leases.push({ token: options.token, leased })
+    return leased
+  }
+  return { storage, leases }
+}
+
+async function start(options: { concurrency?: number; replies: number }) {
+  const { storage, leases } = createWatchedStorage()
+  const connector = createRecordingConnector()
+  const { agent, integration } = await seedChannel(storage, { type: connector.type })
+  const model = createScriptedModel()
+  model.script(agent.id, ...Array.from({ length: options.replies }, (_, index) => reply(`answer ${index}`)))
+  const switchboard = createSwitchboard({
+    storage,
+    model,
+    knowledge: createMemoryKnowledgeIndex(),
+    connectors: [connector],
+    ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+  })
+  await switchboard.idle()
+  leases.length = 0
+  const says = (clientId: string) =>
+    switchboard.ingest({ integrationId: integration.id, clientId, text: 'hello' })
+  return { switchboard, leases, connector, says }
+}
+
+describe('the worker pool', () => {
+  it('finds a new message with one lease and asks once more, not after the turn too', async () => {
+    const { switchboard, leases, connector, says } = await start({ replies: 1 })
+    const delivered = new Promise((resolve) => switchboard.events.once('message-delivered', resolve))
+    await says('ann')
+    await delivered
+    // Time for any lease the finished turn would still ask for.
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['answer 0'])
+    expect(leases.map((call) => call.leased === null)).toEqual([false, true])
+    await switchboard.stop()
+  })
+
+  it('offers the token of a lease that found nothing again, and never the token of a leased job', async () => {
+    const { switchboard, leases, says } = await start({ replies: 3 })
+    for (const customer of ['ann', 'bob', 'eve']) {
+      await says(customer)
+      await switchboard.idle()
+    }
+    expect(leases.filter((call) => call.leased !== null)).toHaveLength(3)
+    leases.forEach((call, index) => {
+      const later = leases.slice(index + 1).map((laterCall) => laterCall.token)
+      // A token that took a job fences that job's commit: no later lease may carry it.
+      if (call.leased !== null) expect(later).not.toContain(call.token)
+      // One that found nothing is no job's, so the next lease offers it rather than a new one.
+      else if (index + 1 < leases.length) expect(later[0]).toBe(call.token)
+    })
+    await switchboard.stop()
+  })
+
+  it('takes the next waiting job when a busy slot frees, with no new message to wake it', async () => {
+    const { switchboard, connector, says } = await start({ concurrency: 1, replies: 3 })
+    await Promise.all([says('ann'), says('bob'), says('eve')])
+    // Well before the poll (every second) would find the jobs left waiting.
+    await vi.waitFor(() => expect(connector.sent).toHaveLength(3), { timeout: 500 })
+    await switchboard.stop()
+  })
+
+  it('renews the lease of a turn that outlasts it, so no other process takes the job, and stops after', async () => {
+    const { storage } = createWatchedStorage()
+    const connector = createRecordingConnector()
+    const { integration } = await seedChannel(storage, { type: connector.type })
+    const slowModel: LlmProvider = {
+      name: 'slow',
+      complete: () =>
+        new Promise((resolve) =>
+          setTimeout(
+            () => resolve({ text: 'late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }),
+            250,
+          ),
+        ),
+    }
+    const renewals: number[] = []
+    const renew = storage.jobs.renew
+    storage.jobs.renew = (options) => {
+      renewals.push(Date.now())
+      return renew(options)
+    }
+    const switchboard = createSwitchboard({
+      storage,
+      model: slowModel,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      leaseMs: 90,
+    })
+    await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    // Another process, on its own clock: the lease would have run out 60 ms ago without renewals.
+    expect(await storage.jobs.lease({ now: new Date(), leaseMs: 90, token: 'other process' })).toBeNull()
+    await switchboard.idle()
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['late'])
+    const renewed = renewals.length
+    expect(renewed).toBeGreaterThanOrEqual(3)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    expect(renewals).toHaveLength(renewed)
+    await switchboard.stop()
+  })
+})
