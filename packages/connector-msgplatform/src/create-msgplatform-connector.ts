@@ -21,6 +21,8 @@ export type MsgPlatformConnector = Connector &
   Required<Pick<Connector, 'transferToHuman' | 'registerStatusHooks'>>
 
 const DEFAULT_TIMEOUT_MS = 10_000
+/** Refusals that say "not now" rather than "never". */
+const RETRY_LATER: ReadonlySet<number> = new Set([408, 429])
 
 /**
  * The outbound side of the msgplatform channel: replies, transfer to a human operator and the
@@ -46,8 +48,9 @@ export function createMsgPlatformConnector(options: MsgPlatformConnectorOptions 
         type: 'to_client',
       })
       if (isSuccess(result)) return { ok: true }
-      // No answer or a 5xx may pass; a 4xx says this request will never be accepted.
-      const retryable = !result.answered || result.status >= 500
+      // No answer, a 5xx, a timeout (408) or a rate limit (429) may pass; any other 4xx says this
+      // request will never be accepted.
+      const retryable = !result.answered || result.status >= 500 || RETRY_LATER.has(result.status)
       return { ok: false, retryable, error: describeResult(result) }
     },
 
