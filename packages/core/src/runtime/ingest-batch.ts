@@ -3,7 +3,13 @@ import type { Agent } from '../domain/agent.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import type { Integration, NewJob, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
-import { assertIntegrationOf, type InboundMessage, type IngestOptions, type IngestResult } from './ingest.js'
+import {
+  assertIntegrationOf,
+  customerMessage,
+  type InboundMessage,
+  type IngestOptions,
+  type IngestResult,
+} from './ingest.js'
 import { followCustomer, openNewSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -92,16 +98,7 @@ export async function ingestMany(
         session = await followCustomer(tx, open, inbound, now)
       }
       sessions.set(customerKey, session)
-      planned.push({
-        id: context.ids.uuid(),
-        companyId: session.companyId,
-        sessionId: session.id,
-        integrationId: integration.id,
-        role: 'customer',
-        text: inbound.text,
-        at: now,
-        ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
-      })
+      planned.push(customerMessage(context, session, inbound, now))
       plannedFor.push(index)
     }
 

@@ -1,7 +1,7 @@
 import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
-import type { Integration, NewWebhookLog, Repositories } from '../ports/storage.js'
+import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
 import { type CustomerAddress, findOrOpenSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -35,6 +35,25 @@ export interface IngestOptions {
 }
 
 const MAX_ATTEMPTS = 3
+
+/** The row of an inbound message in its session. */
+export function customerMessage(
+  context: RuntimeContext,
+  session: Session,
+  inbound: InboundMessage,
+  now: Date,
+): NewMessage {
+  return {
+    id: context.ids.uuid(),
+    companyId: session.companyId,
+    sessionId: session.id,
+    integrationId: inbound.integrationId,
+    role: 'customer',
+    text: inbound.text,
+    at: now,
+    ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
+  }
+}
 
 /** A caller handing over another integration than the message's is a bug, not a domain failure. */
 export function assertIntegrationOf(inbound: InboundMessage, integration: Integration): void {
@@ -78,16 +97,7 @@ export async function ingest(
     if (opened.isErr()) return err(opened.error)
     const { session, openedWith } = opened.value
 
-    const message = await tx.messages.insert({
-      id: context.ids.uuid(),
-      companyId: session.companyId,
-      sessionId: session.id,
-      integrationId: integration.id,
-      role: 'customer',
-      text: inbound.text,
-      at: now,
-      ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
-    })
+    const message = await tx.messages.insert(customerMessage(context, session, inbound, now))
 
     let queued = false
     if (session.state === 'ongoing') {
