@@ -8,6 +8,7 @@ import {
   createOfflineProvider,
   createSwitchboard,
   type WebhookReceiver,
+  type WebhookRefusal,
   type WebhookRequest,
 } from '@switchboard/core'
 import { createFakePasswordHasher, createFakeTokenSigner } from '@switchboard/core/testing'
@@ -19,6 +20,7 @@ interface Door {
   readonly baseUrl: string
   readonly received: WebhookRequest[]
   readonly verified: string[]
+  readonly refusals: WebhookRefusal[]
 }
 
 const servers: Server[] = []
@@ -37,7 +39,12 @@ async function startDoor(
 ): Promise<Door> {
   const received: WebhookRequest[] = []
   const verified: string[] = []
+  const refusals: WebhookRefusal[] = []
   const stub: WebhookReceiver = {
+    async refused(refusal) {
+      refusals.push(refusal)
+      if (options.fails === true) throw new Error('storage is down')
+    },
     async handle(request) {
       if (options.fails === true) throw new Error('storage is down')
       received.push(request)
@@ -76,7 +83,12 @@ async function startDoor(
   const server = app.listen(0, '127.0.0.1')
   await new Promise<void>((resolve) => server.once('listening', resolve))
   servers.push(server)
-  return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received, verified }
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received,
+    verified,
+    refusals,
+  }
 }
 
 async function send(door: Door, method: string, path: string, init: RequestInit = {}) {
@@ -173,8 +185,20 @@ describe('the webhook routes of the Express adapter', () => {
       })
     }
     expect(door.received).toHaveLength(0)
+    // The receiver hears of the POSTs to its type, to log them; not of the GET, not of another type.
+    const refusal = { integrationId: '1', status: 403, reason: 'https required' }
+    expect(door.refusals).toEqual([refusal, refusal])
     // Other routes are not webhooks: no HTTPS rule of this router applies to them.
     expect((await send(door, 'GET', '/api/health')).status).toBe(200)
+  })
+
+  it('with requireHttps, answers 403 even when the receiver fails to note the refusal', async () => {
+    const door = await startDoor({ requireHttps: true, fails: true })
+    expect(await send(door, 'POST', '/api/webhook/stub/7', { body: '{}' })).toEqual({
+      status: 403,
+      body: errorBody('HTTPS_REQUIRED'),
+    })
+    expect(door.refusals).toEqual([{ integrationId: '7', status: 403, reason: 'https required' }])
   })
 
   it('with requireHttps, trusts X-Forwarded-Proto only from a trusted proxy', async () => {

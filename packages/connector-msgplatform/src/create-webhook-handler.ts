@@ -219,6 +219,13 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
       }
     },
 
+    async refused({ integrationId, status, reason }): Promise<void> {
+      const receivedAt = clock.now()
+      const integration = await findIntegration(integrationId)
+      if (integration !== null)
+        await writeLog(integration, receivedAt, { outcome: 'rejected', httpStatus: status, reason })
+    },
+
     async handleVerification({ integrationId }): Promise<WebhookAnswer> {
       const integration = await findIntegration(integrationId)
       if (integration === null) return errorAnswer('NOT_FOUND', 'integration not found')

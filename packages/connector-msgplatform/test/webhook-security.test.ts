@@ -167,6 +167,14 @@ describe('HTTPS in production', () => {
     // Without a trusted proxy, the header is anyone's to send.
     const forwarded = await stack.webhook(integrationId, body, { headers: { 'x-forwarded-proto': 'https' } })
     expect(forwarded).toEqual(httpsRequired)
+
+    // Each refused POST to the known integration is in its log (CONTRACT §5: a 403 is `rejected`);
+    // the GET is a liveness check, not a delivery.
+    const logs = await stack.api('GET', `/api/integrations/${integrationId}/webhook-logs`)
+    expect(logs.body.logs).toEqual([
+      expect.objectContaining({ outcome: 'rejected', httpStatus: 403, reason: 'https required' }),
+      expect.objectContaining({ outcome: 'rejected', httpStatus: 403, reason: 'https required' }),
+    ])
   })
 
   it('accepts X-Forwarded-Proto: https from a trusted proxy (TRUST_PROXY=loopback)', async () => {

@@ -157,7 +157,12 @@ export type {
   WebhookLog,
   WebhookLogRepository,
 } from './ports/storage.js'
-export type { WebhookAnswer, WebhookReceiver, WebhookRequest } from './ports/webhook-receiver.js'
+export type {
+  WebhookAnswer,
+  WebhookReceiver,
+  WebhookRefusal,
+  WebhookRequest,
+} from './ports/webhook-receiver.js'
 export { ROUTE_DECISION_FORMAT } from './routing/classify.js'
 export type { Switchboard, SwitchboardOptions } from './runtime/create-switchboard.js'
 export { createSwitchboard } from './runtime/create-switchboard.js'

@@ -35,18 +35,27 @@ export function webhookRoutes(options: WebhookRoutesOptions): Router {
   }
   router.use('/webhook/:connectorType', websocketOnly)
 
-  const httpsOnly: RequestHandler = (request, response, next) => {
-    // `secure` honours Express's `trust proxy`: X-Forwarded-Proto counts only from a trusted proxy.
-    if (options.requireHttps && !request.secure) {
-      return sendError(response, switchboardError('HTTPS_REQUIRED', 'webhooks must be sent over HTTPS'))
-    }
-    next()
-  }
-
   const receiverOf = (connectorType: unknown): WebhookReceiver | undefined =>
     typeof connectorType === 'string' && Object.hasOwn(receivers, connectorType)
       ? receivers[connectorType]
       : undefined
+
+  const httpsRequired = switchboardError('HTTPS_REQUIRED', 'webhooks must be sent over HTTPS')
+  const httpsOnly: RequestHandler = (request, response, next) => {
+    // `secure` honours Express's `trust proxy`: X-Forwarded-Proto counts only from a trusted proxy.
+    if (!options.requireHttps || request.secure) return next()
+    const receiver = receiverOf(request.params.connectorType)
+    if (request.method !== 'POST' || receiver?.refused === undefined)
+      return sendError(response, httpsRequired)
+    // A refused delivery is still a delivery: its receiver may log it. The answer waits for that,
+    // so whoever reads the log next sees it, and is the same whatever becomes of it.
+    receiver
+      .refused({ integrationId: String(request.params.integrationId), status: 403, reason: 'https required' })
+      .catch((error: unknown) =>
+        logger.error({ error: String(error) }, 'webhook receiver failed to note a refusal'),
+      )
+      .finally(() => sendError(response, httpsRequired))
+  }
 
   router.post(
     '/webhook/:connectorType/:integrationId',

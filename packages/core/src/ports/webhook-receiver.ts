@@ -28,4 +28,17 @@ export interface WebhookReceiver {
   handle(request: WebhookRequest): Promise<WebhookAnswer>
   /** A `GET` on the same URL, which platforms send to check that it is live. */
   handleVerification(request: { readonly integrationId: string }): Promise<WebhookAnswer>
+  /**
+   * Told of a `POST` the edge refused before handing it over (not over HTTPS in production), so
+   * the receiver can log it against the integration; the edge answers the refusal whatever this does.
+   */
+  refused?(refusal: WebhookRefusal): Promise<void>
+}
+
+export interface WebhookRefusal {
+  readonly integrationId: string
+  /** The status the edge answers. */
+  readonly status: number
+  /** Why, in a few words, as a webhook log's reason. */
+  readonly reason: string
 }
