@@ -1,5 +1,5 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
-import type { Message, MessageRole } from '../domain/session.js'
+import type { Delivery, Message, MessageRole } from '../domain/session.js'
 import type { MessageRepository, NewMessage } from '../ports/storage.js'
 import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
@@ -51,8 +51,10 @@ export function createMessageRepository(options: {
     return low
   }
 
-  const replace = (log: UndoLog, stored: StoredMessage, message: Message): void => {
-    log.set(messages.rows, message.id, { message: snapshot(message), integrationId: stored.integrationId })
+  /** The stored message with another delivery: its fields are all primitives, so a frozen spread is a full copy. */
+  const withDelivery = (log: UndoLog, stored: StoredMessage, delivery: Delivery): void => {
+    const message = Object.freeze({ ...stored.message, delivery })
+    log.set(messages.rows, message.id, { message, integrationId: stored.integrationId })
   }
 
   const insertOne = (log: UndoLog, input: NewMessage): Message => {
@@ -138,7 +140,7 @@ export function createMessageRepository(options: {
     setDelivery: ({ id, delivery }) =>
       statement((log) => {
         const stored = messages.rows.get(id)
-        if (stored !== undefined) replace(log, stored, { ...stored.message, delivery })
+        if (stored !== undefined) withDelivery(log, stored, delivery)
       }),
 
     blockPending: ({ sessionId, roles }) =>
@@ -147,7 +149,7 @@ export function createMessageRepository(options: {
         for (const id of idsOf(sessionId)) {
           const stored = messages.rows.get(id)!
           if (stored.message.delivery !== 'pending' || !roles.includes(stored.message.role)) continue
-          replace(log, stored, { ...stored.message, delivery: 'blocked' })
+          withDelivery(log, stored, 'blocked')
           blocked.push(id)
         }
         return blocked

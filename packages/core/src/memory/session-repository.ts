@@ -40,9 +40,9 @@ export function createSessionRepository(options: {
 }): SessionRepository {
   const { sessions, statement } = options
 
-  const assertNoOtherOpen = (session: Session): void => {
-    if (!isOpen(session)) return
-    const openId = sessions.openByCustomer.get(customerKey(session.integrationId, session.customer.clientId))
+  /** Throws when another session of the customer is open; `key` is the session's customer key. */
+  const assertNoOtherOpen = (session: Session, key: string): void => {
+    const openId = sessions.openByCustomer.get(key)
     if (openId !== undefined && openId !== session.id) {
       throw new Error(
         `Customer ${session.customer.clientId} already has open session ${openId} on integration ${session.integrationId}`,
@@ -55,20 +55,15 @@ export function createSessionRepository(options: {
       statement((log) => {
         if (sessions.rows.has(input.id)) throw new Error(`Session ${input.id} already exists`)
         const session = snapshot<Session>({ ...input, version: 1 })
-        assertNoOtherOpen(session)
+        const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
+        if (key !== null) assertNoOtherOpen(session, key)
         sessions.lastOrder += 1
         log.set(sessions.rows, session.id, {
           session,
           order: sessions.lastOrder,
           createdAtMs: Date.parse(session.createdAt),
         })
-        if (isOpen(session)) {
-          log.set(
-            sessions.openByCustomer,
-            customerKey(session.integrationId, session.customer.clientId),
-            session.id,
-          )
-        }
+        if (key !== null) log.set(sessions.openByCustomer, key, session.id)
         return session
       }),
 
@@ -102,14 +97,21 @@ export function createSessionRepository(options: {
         if (stored === undefined || stored.session.version !== input.version) return null
         const previous = stored.session
         const session = snapshot<Session>({ ...input, version: input.version + 1 }, previous)
-        assertNoOtherOpen(session)
-        const previousKey = isOpen(previous)
-          ? customerKey(previous.integrationId, previous.customer.clientId)
-          : null
-        const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
-        // Most saves keep the session open for the same customer: its entry is already right.
-        if (key !== previousKey) {
-          if (previousKey !== null) log.delete(sessions.openByCustomer, previousKey)
+        // Most saves keep the session open for the same customer: its entry is already right, and
+        // no key needs building.
+        const sameCustomer =
+          isOpen(session) === isOpen(previous) &&
+          session.integrationId === previous.integrationId &&
+          session.customer.clientId === previous.customer.clientId
+        if (!sameCustomer) {
+          const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
+          if (key !== null) assertNoOtherOpen(session, key)
+          if (isOpen(previous)) {
+            log.delete(
+              sessions.openByCustomer,
+              customerKey(previous.integrationId, previous.customer.clientId),
+            )
+          }
           if (key !== null) log.set(sessions.openByCustomer, key, session.id)
         }
         log.set(sessions.rows, session.id, {

@@ -2,6 +2,7 @@ import { err, ok, type Result } from 'neverthrow'
 import type { Agent } from '../domain/agent.js'
 import { pathEntry } from '../domain/agent-path.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
+import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Session } from '../domain/session.js'
 import { emptySharedContext } from '../domain/shared-context.js'
 import type { Integration, Repositories } from '../ports/storage.js'
@@ -37,7 +38,7 @@ export async function followCustomer(
       ...(channelId === undefined ? {} : { channelId }),
       ...(transport === undefined ? {} : { transport }),
     },
-    updatedAt: now.toISOString(),
+    updatedAt: isoTimestamp(now),
   })
   // Another writer got there first; the caller's transaction is retried on the fresh session.
   if (saved === null) throw new Error('the session changed while a message arrived')
@@ -75,6 +76,7 @@ export async function openNewSession(
   if (entryAgent === null) {
     return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
   }
+  const at = isoTimestamp(now)
   const session = await tx.sessions.create({
     id: context.ids.uuid(),
     companyId: integration.companyId,
@@ -92,8 +94,8 @@ export async function openNewSession(
       sharedContext: emptySharedContext(),
       errors: [],
     },
-    createdAt: now.toISOString(),
-    updatedAt: now.toISOString(),
+    createdAt: at,
+    updatedAt: at,
   })
   return ok({ session, openedWith: entryAgent })
 }
