@@ -275,4 +275,19 @@ export const MIGRATIONS: readonly Migration[] = [
       'CREATE INDEX knowledge_documents_agent ON knowledge_documents (company_id, agent_id, insertion)',
     ],
   },
+  {
+    version: 3,
+    name: 'webhook deliveries',
+    statements: [
+      // No company_id: a delivery id is found by its integration alone, like a message's external id.
+      `CREATE TABLE webhook_deliveries (
+        integration_id bigint NOT NULL,
+        delivery_id text NOT NULL,
+        received_at timestamptz NOT NULL,
+        insertion bigserial NOT NULL,
+        PRIMARY KEY (integration_id, delivery_id)
+      )`,
+      'CREATE INDEX webhook_deliveries_received ON webhook_deliveries (integration_id, received_at)',
+    ],
+  },
 ]

@@ -16,6 +16,7 @@ import { createPipelineRepository } from './storage/pipeline-repository.js'
 import { createRefreshTokenRepository } from './storage/refresh-token-repository.js'
 import { createSessionRepository } from './storage/session-repository.js'
 import { createUserRepository } from './storage/user-repository.js'
+import { createWebhookDeliveryRepository } from './storage/webhook-delivery-repository.js'
 import { createWebhookLogRepository } from './storage/webhook-log-repository.js'
 
 export interface PostgresStorageOptions {
@@ -81,6 +82,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
     pipelines: createPipelineRepository(client),
     loginFailures: createLoginFailureRepository(client),
     webhookLogs: createWebhookLogRepository(client),
+    webhookDeliveries: createWebhookDeliveryRepository(client),
     knowledgeDocuments: createKnowledgeDocumentRepository(client),
   })
 

@@ -17,6 +17,7 @@ import {
   createPostgresStorage,
   type Db,
   type DbClient,
+  MIGRATIONS,
   migrate,
 } from '../src/index.js'
 import { runAdapterCases } from './support/adapter-cases.js'
@@ -71,7 +72,10 @@ describe('PGlite adapter', () => {
     }
     try {
       const results = await Promise.all([migrate({ db: inSchema }), migrate({ db: inSchema })])
-      expect(results.map((result) => result.applied).sort()).toEqual([[], [1, 2]])
+      expect(results.map((result) => result.applied).sort()).toEqual([
+        [],
+        MIGRATIONS.map((migration) => migration.version),
+      ])
       const tables = await db.query<{ count: unknown }>(
         'SELECT count(*) AS count FROM information_schema.tables WHERE table_schema = $1',
         [schema],

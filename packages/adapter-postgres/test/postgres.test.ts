@@ -14,6 +14,7 @@ import {
   createPostgresKnowledgeIndex,
   createPostgresStorage,
   type Db,
+  MIGRATIONS,
   migrate,
 } from '../src/index.js'
 import { runAdapterCases } from './support/adapter-cases.js'
@@ -90,10 +91,15 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       const second = connectTo(fresh, 2)
       try {
         const results = await Promise.all([migrate({ db: first }), migrate({ db: second })])
-        expect(results.map((result) => result.applied).sort()).toEqual([[], [1, 2]])
+        expect(results.map((result) => result.applied).sort()).toEqual([
+          [],
+          MIGRATIONS.map((migration) => migration.version),
+        ])
         expect(await migrate({ db: first })).toEqual({ applied: [] })
         const rows = await first.query<{ version: number }>('SELECT version FROM schema_migrations')
-        expect(rows.map((row) => Number(row.version)).sort()).toEqual([1, 2])
+        expect(rows.map((row) => Number(row.version)).sort()).toEqual(
+          MIGRATIONS.map((migration) => migration.version),
+        )
       } finally {
         await Promise.all([first.close(), second.close()])
         await admin.query(`DROP SCHEMA ${fresh} CASCADE`)

@@ -22,7 +22,10 @@ export interface MsgPlatformWebhookHandlerOptions {
   readonly clock?: Clock
   /** Ids of the webhook log entries. */
   readonly ids?: IdGenerator
-  /** Told when a webhook log entry could not be written; the webhook is answered anyway. */
+  /**
+   * Told when a webhook log entry could not be written (the webhook is answered anyway), and when
+   * a failed status hook's webhook-id could not be forgotten.
+   */
   readonly logger?: RuntimeLogger
 }
 
@@ -145,6 +148,42 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
     integration: Integration,
     receivedAt: Date,
     webhook: Extract<MsgPlatformWebhook, { kind: 'status' }>,
+    webhookId: string | undefined,
+  ): Promise<WebhookAnswer> => {
+    // Without a webhook-id a status hook has no key: it carries no message_id.
+    if (webhookId === undefined) return applyStatusHook(integration, receivedAt, webhook)
+    const delivery = { integrationId: integration.id, deliveryId: webhookId }
+    // A storage failure throws through here: nothing is recorded, the edge answers 500 and the
+    // platform retries.
+    const first = await storage.webhookDeliveries.record({ ...delivery, at: receivedAt })
+    if (!first) {
+      await writeLog(integration, receivedAt, {
+        outcome: 'duplicate',
+        httpStatus: 200,
+        reason: 'repeated webhook-id',
+      })
+      return answer(200, { ok: true, duplicate: true })
+    }
+    try {
+      return await applyStatusHook(integration, receivedAt, webhook)
+    } catch (error) {
+      // The edge answers 500 so that the platform retries, and the retry must not find the id taken.
+      await storage.webhookDeliveries
+        .forget(delivery)
+        .catch((forgetError: unknown) =>
+          logger.error(
+            { integrationId: integration.id, webhookId, error: String(forgetError) },
+            'a status hook failed and its webhook-id stays recorded: its retry will be answered as a duplicate',
+          ),
+        )
+      throw error
+    }
+  }
+
+  const applyStatusHook = async (
+    integration: Integration,
+    receivedAt: Date,
+    webhook: Extract<MsgPlatformWebhook, { kind: 'status' }>,
   ): Promise<WebhookAnswer> => {
     const session = await storage.sessions.findOpen({
       integrationId: integration.id,
@@ -215,7 +254,7 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
         case 'message':
           return receiveMessage(integration, receivedAt, webhook, webhookIdOf(request.headers))
         case 'status':
-          return receiveStatusHook(integration, receivedAt, webhook)
+          return receiveStatusHook(integration, receivedAt, webhook, webhookIdOf(request.headers))
       }
     },
 

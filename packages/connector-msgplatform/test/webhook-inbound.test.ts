@@ -90,6 +90,83 @@ describe('idempotency', () => {
   })
 })
 
+describe('idempotency of status hooks', () => {
+  /** A human entry agent: the customer's message opens a session and no model is asked. */
+  async function withOpenSession(clientId: string) {
+    const { stack, integrationId } = await setUp()
+    const frontDesk = await stack.createAgent({ name: 'Front desk', kind: 'human' })
+    const humanIntegrationId = await stack.createIntegration(frontDesk)
+    expect((await stack.message(humanIntegrationId, clientId, 'hi')).status).toBe(200)
+    const [session] = await stack.sessionsOf(humanIntegrationId, clientId)
+    return {
+      stack,
+      otherIntegrationId: integrationId,
+      integrationId: humanIntegrationId,
+      sessionId: String(session?.id),
+    }
+  }
+
+  async function logsOf(stack: Stack, integrationId: string) {
+    const listed = await stack.api('GET', `/api/integrations/${integrationId}/webhook-logs`)
+    return listed.body.logs as { outcome: string; reason?: string; sessionId?: string }[]
+  }
+
+  it('records a dialog_transferred repeated under one webhook-id once', async () => {
+    const { stack, integrationId, sessionId } = await withOpenSession('c-t')
+    const hook = { hook_type: 'dialog_transferred', client_id: 'c-t', operator_id: 4 }
+    const headers = { 'webhook-id': 'status-1' }
+    expect(await stack.webhook(integrationId, hook, { headers })).toEqual({ status: 200, body: { ok: true } })
+    expect(await stack.webhook(integrationId, hook, { headers })).toEqual({
+      status: 200,
+      body: { ok: true, duplicate: true },
+    })
+
+    const context = await stack.api('GET', `/api/sessions/${sessionId}/context`)
+    const steps = (context.body.sharedContext.journey as { step: string }[]).map((entry) => entry.step)
+    expect(steps.filter((step) => /transferred .*operator 4/.test(step))).toHaveLength(1)
+    const [repeated, processed] = await logsOf(stack, integrationId)
+    expect(repeated).toMatchObject({ outcome: 'duplicate', httpStatus: 200, reason: 'repeated webhook-id' })
+    expect(processed).toMatchObject({ outcome: 'session_transfer_external', sessionId })
+  })
+
+  it('answers a close repeated under one webhook-id as a duplicate, not as ignored', async () => {
+    const { stack, integrationId, sessionId } = await withOpenSession('c-c')
+    const hook = { hook_type: 'close_dialog', client_id: 'c-c' }
+    const headers = { 'webhook-id': 'status-2' }
+    expect(await stack.webhook(integrationId, hook, { headers })).toEqual({ status: 200, body: { ok: true } })
+    expect(await stack.webhook(integrationId, hook, { headers })).toEqual({
+      status: 200,
+      body: { ok: true, duplicate: true },
+    })
+    const [repeated, processed] = await logsOf(stack, integrationId)
+    expect(repeated).toMatchObject({ outcome: 'duplicate', httpStatus: 200, reason: 'repeated webhook-id' })
+    expect(processed).toMatchObject({ outcome: 'session_close', sessionId })
+  })
+
+  it('processes a status hook without webhook-id every time it comes', async () => {
+    const { stack, integrationId } = await withOpenSession('c-n')
+    const hook = { hook_type: 'close_request', client_id: 'c-n' }
+    expect(await stack.webhook(integrationId, hook)).toEqual({ status: 200, body: { ok: true } })
+    expect(await stack.webhook(integrationId, hook)).toEqual({
+      status: 200,
+      body: { ok: true, ignored: 'no open session' },
+    })
+  })
+
+  it('keeps the webhook-ids of each integration apart', async () => {
+    const { stack, integrationId, otherIntegrationId } = await withOpenSession('c-i')
+    const headers = { 'webhook-id': 'status-3' }
+    const answers = [
+      await stack.webhook(integrationId, { hook_type: 'close_dialog', client_id: 'c-i' }, { headers }),
+      await stack.webhook(otherIntegrationId, { hook_type: 'close_dialog', client_id: 'c-i' }, { headers }),
+    ]
+    expect(answers).toEqual([
+      { status: 200, body: { ok: true } },
+      { status: 200, body: { ok: true, ignored: 'no open session' } },
+    ])
+  })
+})
+
 describe('ordering under load', () => {
   it('stores 50 concurrent webhooks of one customer and answers them one at a time, in arrival order', async () => {
     const { stack, agentId, integrationId } = await setUp()

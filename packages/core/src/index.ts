@@ -61,7 +61,11 @@ export type { SessionCommand } from './domain/session-state-machine.js'
 export { transition } from './domain/session-state-machine.js'
 export type { JourneyStep, SharedContext } from './domain/shared-context.js'
 export type { WebhookOutcome } from './domain/webhook-log.js'
-export { WEBHOOK_LOGS_KEPT_PER_INTEGRATION, WEBHOOK_OUTCOMES } from './domain/webhook-log.js'
+export {
+  WEBHOOK_DELIVERIES_KEPT_MS,
+  WEBHOOK_LOGS_KEPT_PER_INTEGRATION,
+  WEBHOOK_OUTCOMES,
+} from './domain/webhook-log.js'
 export { MAX_HANDOFFS_PER_MESSAGE } from './handoff/decide-handoff.js'
 export type { IntegrationInput, IntegrationPatchInput } from './integrations/integration-schemas.js'
 export {
@@ -154,6 +158,7 @@ export type {
   UsageRecord,
   User,
   UserRepository,
+  WebhookDeliveryRepository,
   WebhookLog,
   WebhookLogRepository,
 } from './ports/storage.js'

@@ -44,6 +44,11 @@ import {
 } from './undo-log.js'
 import { createUserRepository, createUserTable, type UserTable } from './user-repository.js'
 import {
+  createWebhookDeliveryRepository,
+  createWebhookDeliveryTable,
+  type WebhookDeliveryTable,
+} from './webhook-delivery-repository.js'
+import {
   createWebhookLogRepository,
   createWebhookLogTable,
   type WebhookLogTable,
@@ -64,6 +69,7 @@ interface Tables {
   readonly pipelines: PipelineTable
   readonly loginFailures: LoginFailureTable
   readonly webhookLogs: WebhookLogTable
+  readonly webhookDeliveries: WebhookDeliveryTable
   readonly knowledgeDocuments: KnowledgeDocumentTable
 }
 
@@ -87,6 +93,10 @@ function createRepositories(
     pipelines: createPipelineRepository({ pipelines: tables.pipelines, statement }),
     loginFailures: createLoginFailureRepository({ loginFailures: tables.loginFailures, statement }),
     webhookLogs: createWebhookLogRepository({ webhookLogs: tables.webhookLogs, statement }),
+    webhookDeliveries: createWebhookDeliveryRepository({
+      webhookDeliveries: tables.webhookDeliveries,
+      statement,
+    }),
     knowledgeDocuments: createKnowledgeDocumentRepository({
       documents: tables.knowledgeDocuments,
       statement,
@@ -117,6 +127,7 @@ export function createMemoryStorage(): Storage {
     pipelines: createPipelineTable(),
     loginFailures: createLoginFailureTable(),
     webhookLogs: createWebhookLogTable(),
+    webhookDeliveries: createWebhookDeliveryTable(),
     knowledgeDocuments: createKnowledgeDocumentTable(),
   }
   const listeners = createAvailabilityListeners()

@@ -432,6 +432,21 @@ export interface WebhookLogRepository {
   list(options: { companyId: number; integrationId: string } & PageRequest): Promise<Page<WebhookLog>>
 }
 
+/**
+ * The delivery ids (a Standard Webhooks `webhook-id`) of the webhooks each integration processed,
+ * so that a delivery sent again is processed once. An id recorded at `at` is remembered until
+ * `at + WEBHOOK_DELIVERIES_KEPT_MS`; then it expires, and may be deleted.
+ */
+export interface WebhookDeliveryRepository {
+  /**
+   * Records the id unless the integration remembers it, in one atomic step: true for the one
+   * caller that recorded it, however many race; false while an earlier record has not expired.
+   */
+  record(options: { integrationId: string; deliveryId: string; at: Date }): Promise<boolean>
+  /** Forgets the id, for a delivery whose processing failed and is to be processed when retried. */
+  forget(options: { integrationId: string; deliveryId: string }): Promise<void>
+}
+
 export interface KnowledgeDocument {
   /** A UUID. */
   readonly id: string
@@ -466,6 +481,7 @@ export interface Repositories {
   readonly pipelines: PipelineRepository
   readonly loginFailures: LoginFailureRepository
   readonly webhookLogs: WebhookLogRepository
+  readonly webhookDeliveries: WebhookDeliveryRepository
   readonly knowledgeDocuments: KnowledgeDocumentRepository
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '../../domain/webhook-log.js'
+import { WEBHOOK_DELIVERIES_KEPT_MS, WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '../../domain/webhook-log.js'
 import type {
   Company,
   NewUsageRecord,
@@ -110,9 +110,9 @@ function idsOf(items: readonly { id: string | number }[]): Array<string | number
 }
 
 /**
- * The storage contract of accounts, API tokens, credits, pipelines, login throttling and webhook
- * logs. Part of `runStorageConformance`. Every test makes its own companies and random emails, so
- * a shared database works.
+ * The storage contract of accounts, API tokens, credits, pipelines, login throttling, webhook logs
+ * and webhook deliveries. Part of `runStorageConformance`. Every test makes its own companies and
+ * random emails, so a shared database works.
  */
 export function runAccountStorageConformance(
   name: string,
@@ -776,6 +776,92 @@ export function runAccountStorageConformance(
             ).items,
           ),
         ).toEqual([elsewhere.id])
+      })
+    })
+
+    describe('webhook deliveries', () => {
+      const KEPT = WEBHOOK_DELIVERIES_KEPT_MS
+      let integrationId: string
+
+      beforeEach(async () => {
+        integrationId = (await createCompanyChannel(storage, company)).integration.id
+      })
+
+      it('records an id once per integration', async () => {
+        const deliveries = storage.webhookDeliveries
+        expect(await deliveries.record({ integrationId, deliveryId: 'd-1', at: at() })).toBe(true)
+        expect(await deliveries.record({ integrationId, deliveryId: 'd-1', at: at(MINUTE) })).toBe(false)
+        expect(await deliveries.record({ integrationId, deliveryId: 'D-1', at: at(MINUTE) })).toBe(true)
+
+        const elsewhere = (await createCompanyChannel(storage, otherCompany)).integration.id
+        expect(await deliveries.record({ integrationId: elsewhere, deliveryId: 'd-1', at: at() })).toBe(true)
+        expect(await deliveries.record({ integrationId: elsewhere, deliveryId: 'd-1', at: at() })).toBe(false)
+      })
+
+      it('gives exactly one of 20 concurrent records of one id true', async () => {
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, () =>
+            storage.webhookDeliveries.record({ integrationId, deliveryId: 'raced', at: at() }),
+          ),
+        )
+        expect(answers.filter(Boolean)).toHaveLength(1)
+      })
+
+      it('records a forgotten id anew, and forgets an unknown one quietly', async () => {
+        const deliveries = storage.webhookDeliveries
+        await deliveries.record({ integrationId, deliveryId: 'failed', at: at() })
+        await deliveries.record({ integrationId, deliveryId: 'kept', at: at() })
+        await deliveries.forget({ integrationId, deliveryId: 'failed' })
+        await deliveries.forget({ integrationId, deliveryId: 'never recorded' })
+
+        expect(await deliveries.record({ integrationId, deliveryId: 'failed', at: at(MINUTE) })).toBe(true)
+        expect(await deliveries.record({ integrationId, deliveryId: 'kept', at: at(MINUTE) })).toBe(false)
+      })
+
+      it(`remembers an id for ${KEPT / DAY} days from its record`, async () => {
+        const deliveries = storage.webhookDeliveries
+        const record = (offset: number) =>
+          deliveries.record({ integrationId, deliveryId: 'aging', at: at(offset) })
+        expect(await record(0)).toBe(true)
+        expect(await record(KEPT - 1)).toBe(false)
+        expect(await record(KEPT)).toBe(true)
+        expect(await record(KEPT + DAY)).toBe(false)
+        expect(await record(2 * KEPT)).toBe(true)
+      })
+
+      it('loses no id still remembered while many more are recorded', async () => {
+        const deliveries = storage.webhookDeliveries
+        await deliveries.record({ integrationId, deliveryId: 'expiring', at: at(-KEPT) })
+        await deliveries.record({ integrationId, deliveryId: 'first', at: at() })
+        const later = Array.from({ length: 130 }, (_, index) => `later-${index}`)
+        for (const [index, deliveryId] of later.entries()) {
+          await deliveries.record({ integrationId, deliveryId, at: at(MINUTE + index) })
+        }
+
+        const now = at(KEPT - 1)
+        expect(await deliveries.record({ integrationId, deliveryId: 'first', at: now })).toBe(false)
+        for (const deliveryId of later) {
+          expect(await deliveries.record({ integrationId, deliveryId, at: now })).toBe(false)
+        }
+        expect(await deliveries.record({ integrationId, deliveryId: 'expiring', at: now })).toBe(true)
+      })
+
+      it('takes back the record and the forgetting of a transaction that fails', async () => {
+        const deliveries = storage.webhookDeliveries
+        await deliveries.record({ integrationId, deliveryId: 'committed', at: at() })
+        const failure = expectedError()
+        await expect(
+          storage.transaction(async (tx) => {
+            expect(
+              await tx.webhookDeliveries.record({ integrationId, deliveryId: 'rolled back', at: at() }),
+            ).toBe(true)
+            await tx.webhookDeliveries.forget({ integrationId, deliveryId: 'committed' })
+            throw failure
+          }),
+        ).rejects.toBe(failure)
+
+        expect(await deliveries.record({ integrationId, deliveryId: 'rolled back', at: at() })).toBe(true)
+        expect(await deliveries.record({ integrationId, deliveryId: 'committed', at: at() })).toBe(false)
       })
     })
 
