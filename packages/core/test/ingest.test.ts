@@ -150,8 +150,9 @@ describe('ingest', () => {
     })
     const ann = { integrationId: integration.id, clientId: 'ann' }
     const hana = { integrationId: integration.id, clientId: 'hana' }
+    const lia = { integrationId: integration.id, clientId: 'lia' }
     // Turns of different sessions may run in any order: every answer is the same.
-    harness.model.script(solo, ...Array.from({ length: 7 }, () => reply('ok')))
+    harness.model.script(solo, ...Array.from({ length: 9 }, () => reply('ok')))
     const stores = recordStores(harness.storage)
     const webhookLog = (result: IngestResult) => logOf(integration, result)
 
@@ -178,12 +179,14 @@ describe('ingest', () => {
       harness.switchboard.ingest({ ...hana, text: 'h one', externalId: 'h-1' }),
       harness.switchboard.ingest({ ...hana, text: 'h one again', externalId: 'h-1' }),
       harness.switchboard.ingest({ ...hana, text: 'h two' }),
+      harness.switchboard.ingest({ ...lia, text: 'from the app', channelId: 'l-1' }),
+      harness.switchboard.ingest({ ...lia, text: 'from the web', channelId: 'l-2' }),
     ])
     await harness.switchboard.idle()
 
     // The first was stored alone; the rest, which came while it was, together (duplicates and
     // refusals store nothing).
-    expect(stores).toEqual([1, 8])
+    expect(stores).toEqual([1, 10])
     const [
       first,
       second,
@@ -199,6 +202,8 @@ describe('ingest', () => {
       hanaOne,
       hanaAgain,
       hanaTwo,
+      liaApp,
+      liaWeb,
     ] = results
     const annSession = first!._unsafeUnwrap().session.id
     for (const result of [second, third, fourth]) {
@@ -251,6 +256,10 @@ describe('ingest', () => {
         .map((message) => message.text),
     ).toEqual(['h one', 'h two'])
     expect(harness.customer('hana').replies()).toEqual(['ok', 'ok'])
+    // Each result shows the session as its own message left it: the customer's channel then.
+    expect(liaApp!._unsafeUnwrap().session.customer.channelId).toBe('l-1')
+    expect(liaWeb!._unsafeUnwrap().session.customer.channelId).toBe('l-2')
+    expect(liaWeb!._unsafeUnwrap().session.id).toBe(liaApp!._unsafeUnwrap().session.id)
     expect(await logOutcomes(harness.storage, integration)).toEqual([
       'queued',
       'queued',

@@ -55,9 +55,10 @@ export async function ingestMany(
     const sessions = earlier.sessions
     /** Sessions opened in this batch, with the entry agent read to open them. */
     const openedWith = new Map<string, Agent>()
-    /** Messages to insert, and for each the request it stores. */
+    /** Messages to insert, and for each the request it stores and its session at that point. */
     const planned: NewMessage[] = []
     const plannedFor: number[] = []
+    const plannedIn: Session[] = []
     /** An external id met earlier in this batch: the later request is its duplicate. */
     const firstOfExternalId = new Map<string, number>()
     const duplicateOf = new Map<number, number>()
@@ -100,15 +101,14 @@ export async function ingestMany(
       sessions.set(customerKey, session)
       planned.push(customerMessage(context, session, inbound, now))
       plannedFor.push(index)
+      plannedIn.push(session)
     }
 
     // Whether each message gets a job depends on its session's active agent: read alongside the insert.
     const agents = new Map<string, Agent | null>()
     const agentKey = (session: Session) => `${session.companyId}:${session.activeAgentId}`
     const agentReads: Promise<void>[] = []
-    for (const index of plannedFor) {
-      const { inbound } = requests[index]!
-      const session = sessions.get(keyOf(inbound.integrationId, inbound.clientId))!
+    for (const session of plannedIn) {
       const key = agentKey(session)
       if (session.state !== 'ongoing' || agents.has(key)) continue
       const opener = openedWith.get(session.id)
@@ -128,8 +128,7 @@ export async function ingestMany(
     for (let position = 0; position < messages.length; position++) {
       const message = messages[position]!
       const index = plannedFor[position]!
-      const { inbound } = requests[index]!
-      const session = sessions.get(keyOf(inbound.integrationId, inbound.clientId))!
+      const session = plannedIn[position]!
       let queued = false
       if (session.state === 'ongoing') {
         const active = agents.get(agentKey(session))
