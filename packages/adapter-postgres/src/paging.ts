@@ -54,3 +54,14 @@ export function cursorTime(ms: number): string | null {
   const date = new Date(ms)
   return Number.isNaN(date.getTime()) ? null : date.toISOString()
 }
+
+/**
+ * The position after which a newest-first page by (time, insertion) continues: the time as a
+ * timestamp parameter and the insertion counter. Null when the cursor is not one this store wrote.
+ */
+export function timeCursorPosition(cursor: string): [string, number] | null {
+  const position = decodeCursor(cursor)
+  if (!isNumberTuple(position, 2)) return null
+  const time = cursorTime(position[0]!)
+  return time === null ? null : [time, position[1]!]
+}

@@ -1,14 +1,6 @@
 import type { BillingRepository, UsageRecord } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
-import {
-  assertPageLimit,
-  cursorTime,
-  decodeCursor,
-  emptyPage,
-  encodeCursor,
-  isNumberTuple,
-  takePage,
-} from '../paging.js'
+import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { nanosParameter, timeParameter, toAmount, toInteger, toIso } from '../sql-values.js'
 
 const USAGE_COLUMNS = 'id, at, model, input_tokens, output_tokens, cost_usd, session_id, insertion'
@@ -78,13 +70,8 @@ export function createBillingRepository(client: DbClient): BillingRepository {
 
     async listUsage({ companyId, limit, cursor }) {
       assertPageLimit(limit)
-      let after: [string, number] | null = null
-      if (cursor !== undefined) {
-        const position = decodeCursor(cursor)
-        const time = isNumberTuple(position, 2) ? cursorTime(position[0]!) : null
-        if (time === null) return emptyPage<UsageRecord>()
-        after = [time, (position as number[])[1]!]
-      }
+      const after = cursor === undefined ? null : timeCursorPosition(cursor)
+      if (cursor !== undefined && after === null) return emptyPage<UsageRecord>()
       const rows = await client.query(
         `SELECT ${USAGE_COLUMNS} FROM usage_records
         WHERE company_id = $1 AND ($2::timestamptz IS NULL OR (at, insertion) < ($2::timestamptz, $3::bigint))

@@ -7,15 +7,7 @@ import type {
   SessionState,
 } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
-import {
-  assertPageLimit,
-  cursorTime,
-  decodeCursor,
-  emptyPage,
-  encodeCursor,
-  isNumberTuple,
-  takePage,
-} from '../paging.js'
+import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
 
 const COLUMNS = `id, company_id, integration_id, customer, state, active_agent_id, entry_agent_id, metadata,
@@ -124,13 +116,8 @@ export function createSessionRepository(client: DbClient): SessionRepository {
     async list({ companyId, state, integrationId, limit, cursor }) {
       assertPageLimit(limit)
       if (integrationId !== undefined && !isBigintId(integrationId)) return emptyPage<Session>()
-      let after: [string, number] | null = null
-      if (cursor !== undefined) {
-        const position = decodeCursor(cursor)
-        const time = isNumberTuple(position, 2) ? cursorTime(position[0]!) : null
-        if (time === null) return emptyPage<Session>()
-        after = [time, (position as number[])[1]!]
-      }
+      const after = cursor === undefined ? null : timeCursorPosition(cursor)
+      if (cursor !== undefined && after === null) return emptyPage<Session>()
       const rows = await client.query(
         `SELECT ${COLUMNS} FROM sessions
         WHERE company_id = $1

@@ -5,15 +5,7 @@ import {
   type WebhookOutcome,
 } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
-import {
-  assertPageLimit,
-  cursorTime,
-  decodeCursor,
-  emptyPage,
-  encodeCursor,
-  isNumberTuple,
-  takePage,
-} from '../paging.js'
+import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 
 /**
@@ -112,13 +104,8 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
     async list({ companyId, integrationId, limit, cursor }) {
       assertPageLimit(limit)
       if (!isBigintId(integrationId)) return emptyPage<WebhookLog>()
-      let after: [string, number] | null = null
-      if (cursor !== undefined) {
-        const position = decodeCursor(cursor)
-        const time = isNumberTuple(position, 2) ? cursorTime(position[0]!) : null
-        if (time === null) return emptyPage<WebhookLog>()
-        after = [time, (position as number[])[1]!]
-      }
+      const after = cursor === undefined ? null : timeCursorPosition(cursor)
+      if (cursor !== undefined && after === null) return emptyPage<WebhookLog>()
       const rows = await client.query(
         `SELECT ${COLUMNS} FROM webhook_logs
         WHERE integration_id = $1::bigint AND company_id = $2

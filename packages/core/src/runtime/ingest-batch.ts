@@ -4,6 +4,7 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import type { Integration, NewJob, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
 import {
+  announceReceived,
   assertIntegrationOf,
   customerMessage,
   type InboundMessage,
@@ -11,7 +12,7 @@ import {
   type IngestResult,
 } from './ingest.js'
 import { followCustomer, openNewSession } from './open-session.js'
-import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import type { RuntimeContext } from './runtime-context.js'
 
 export interface IngestRequest {
   readonly inbound: InboundMessage
@@ -165,15 +166,7 @@ export async function ingestMany(
   for (const index of admitted) {
     const outcome = stored.get(index)!
     outcomes[index] = outcome
-    if (outcome.isOk() && !outcome.value.duplicate) {
-      const { session, message, queued } = outcome.value
-      emitSafely(context, 'message-received', {
-        companyId: session.companyId,
-        sessionId: session.id,
-        message,
-        queued,
-      })
-    }
+    announceReceived(context, outcome)
   }
   return outcomes
 }

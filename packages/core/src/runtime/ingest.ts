@@ -55,6 +55,21 @@ export function customerMessage(
   }
 }
 
+/** Tells listeners of a message stored now (a duplicate stored nothing). */
+export function announceReceived(
+  context: RuntimeContext,
+  outcome: Result<IngestResult, SwitchboardError>,
+): void {
+  if (outcome.isErr() || outcome.value.duplicate) return
+  const { session, message, queued } = outcome.value
+  emitSafely(context, 'message-received', {
+    companyId: session.companyId,
+    sessionId: session.id,
+    message,
+    queued,
+  })
+}
+
 /** A caller handing over another integration than the message's is a bug, not a domain failure. */
 export function assertIntegrationOf(inbound: InboundMessage, integration: Integration): void {
   if (integration.id === inbound.integrationId) return
@@ -125,15 +140,7 @@ export async function ingest(
         }
         return stored
       })
-      if (result.isOk() && !result.value.duplicate) {
-        const { session, message, queued } = result.value
-        emitSafely(context, 'message-received', {
-          companyId: session.companyId,
-          sessionId: session.id,
-          message,
-          queued,
-        })
-      }
+      announceReceived(context, result)
       return result
     } catch (error) {
       // A concurrent ingest may have opened the customer's session or stored the same external
