@@ -1,7 +1,6 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Delivery, Message, MessageRole } from '../domain/session.js'
 import type { MessageRepository, NewMessage } from '../ports/storage.js'
-import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 interface StoredMessage {
@@ -28,6 +27,28 @@ const CONVERSATIONAL_ROLES: ReadonlySet<MessageRole> = new Set(['customer', 'age
 /** The length prefix keeps the key unambiguous whatever characters the ids hold. */
 function externalKey(integrationId: string, externalId: string): string {
   return `${integrationId.length}:${integrationId}${externalId}`
+}
+
+/**
+ * The stored row of a new message. Its fields are strings and numbers, so a frozen literal is a
+ * full copy; the optional ones are left out when absent, as `snapshot` would.
+ */
+function messageRow(input: NewMessage, sequence: number): Message {
+  const row: {
+    -readonly [Key in keyof Message]: Message[Key]
+  } = {
+    id: input.id,
+    companyId: input.companyId,
+    sessionId: input.sessionId,
+    role: input.role,
+    text: input.text,
+    at: isoTimestamp(input.at),
+    sequence,
+  }
+  if (input.agentId !== undefined) row.agentId = input.agentId
+  if (input.externalId !== undefined) row.externalId = input.externalId
+  if (input.delivery !== undefined) row.delivery = input.delivery
+  return Object.freeze(row)
 }
 
 export function createMessageRepository(options: {
@@ -64,18 +85,7 @@ export function createMessageRepository(options: {
       throw new Error(`Message ${input.externalId} of integration ${input.integrationId} is already stored`)
     }
     messages.lastSequence += 1
-    const message = snapshot<Message>({
-      id: input.id,
-      companyId: input.companyId,
-      sessionId: input.sessionId,
-      role: input.role,
-      text: input.text,
-      agentId: input.agentId,
-      at: isoTimestamp(input.at),
-      sequence: messages.lastSequence,
-      externalId: input.externalId,
-      delivery: input.delivery,
-    })
+    const message = messageRow(input, messages.lastSequence)
     log.set(messages.rows, message.id, { message, integrationId: input.integrationId })
     if (key !== null) log.set(messages.byExternalId, key, message.id)
     const ids = messages.bySession.get(message.sessionId)

@@ -1,7 +1,7 @@
 import type { Session } from '../domain/session.js'
 import type { SessionRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
-import { snapshot } from './snapshot.js'
+import { snapshotSession } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredSession {
@@ -54,7 +54,7 @@ export function createSessionRepository(options: {
     create: (input) =>
       statement((log) => {
         if (sessions.rows.has(input.id)) throw new Error(`Session ${input.id} already exists`)
-        const session = snapshot<Session>({ ...input, version: 1 })
+        const session = snapshotSession(input, 1)
         const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
         if (key !== null) assertNoOtherOpen(session, key)
         sessions.lastOrder += 1
@@ -96,7 +96,7 @@ export function createSessionRepository(options: {
         const stored = sessions.rows.get(input.id)
         if (stored === undefined || stored.session.version !== input.version) return null
         const previous = stored.session
-        const session = snapshot<Session>({ ...input, version: input.version + 1 }, previous)
+        const session = snapshotSession(input, input.version + 1, previous)
         // Most saves keep the session open for the same customer: its entry is already right, and
         // no key needs building.
         const sameCustomer =

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { snapshot } from './snapshot.js'
+import type { Session } from '../domain/session.js'
+import { snapshot, snapshotSession } from './snapshot.js'
 
 describe('snapshot', () => {
   it('copies deeply, freezes every level and drops undefined keys', () => {
@@ -35,5 +36,65 @@ describe('snapshot', () => {
     expect(Object.isFrozen(next.path) && Object.isFrozen(next.path[1]) && Object.isFrozen(next.facts)).toBe(
       true,
     )
+  })
+
+  describe('snapshotSession', () => {
+    const input = (): Omit<Session, 'version'> => ({
+      id: 's1',
+      companyId: 1,
+      integrationId: 'i1',
+      customer: { clientId: 'c1', channelId: 'ch1' },
+      state: 'ongoing',
+      activeAgentId: 2,
+      entryAgentId: 2,
+      metadata: {
+        agentPath: [
+          { agentId: 2, agentName: 'Support', timestamp: '2026-01-01T00:00:00.000Z', via: 'initial' },
+        ],
+        sharedContext: { facts: { name: 'Ann' }, journey: [] },
+        errors: [],
+      },
+      createdAt: '2026-01-01T00:00:00.000Z',
+      updatedAt: '2026-01-01T00:00:00.000Z',
+    })
+
+    it('stores the version given and a deep frozen copy the caller cannot change', () => {
+      const written = input()
+      const stored = snapshotSession(written, 3)
+
+      ;(written.metadata.sharedContext.facts as Record<string, string>).name = 'Bob'
+      ;(written.customer as { clientId: string }).clientId = 'c2'
+
+      expect(stored.version).toBe(3)
+      expect(stored.metadata.sharedContext.facts.name).toBe('Ann')
+      expect(stored.customer.clientId).toBe('c1')
+      expect(Object.isFrozen(stored) && Object.isFrozen(stored.metadata.agentPath[0])).toBe(true)
+    })
+
+    it('leaves out an absent pause state and keeps the fields of a session only', () => {
+      const withExtra = { ...input(), pauseState: undefined, note: 'not a session field' }
+
+      const stored = snapshotSession(withExtra, 1)
+
+      expect(Object.keys(stored)).not.toContain('pauseState')
+      expect(Object.keys(stored)).not.toContain('note')
+      expect(
+        snapshotSession({ ...input(), pauseState: { pausedAt: 'x', reason: undefined } }, 1).pauseState,
+      ).toEqual({ pausedAt: 'x' })
+    })
+
+    it('keeps the parts carried over from the session it replaces', () => {
+      const previous = snapshotSession(input(), 1)
+      const next = snapshotSession(
+        { ...previous, state: 'paused', pauseState: { pausedAt: 'x' } },
+        2,
+        previous,
+      )
+
+      expect(next.metadata).toBe(previous.metadata)
+      expect(next.customer).toBe(previous.customer)
+      expect(next.pauseState).toEqual({ pausedAt: 'x' })
+      expect(Object.isFrozen(next.pauseState)).toBe(true)
+    })
   })
 })
