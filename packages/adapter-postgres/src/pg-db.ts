@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream'
 import pg from 'pg'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { createMutex } from './mutex.js'
@@ -70,15 +71,18 @@ export function createPgDb(options: PgDbOptions): Db {
       }
       let open = true
       const client: DbClient = {
-        query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) =>
-          open
-            ? run<Row>(connection, sql, params)
-            : // The connection is back in the pool by now, serving somebody else's transaction.
-              Promise.reject(new Error('The transaction is already over; use the storage instead')),
+        query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
+          // The connection is back in the pool by now, serving somebody else's transaction.
+          if (!open)
+            return Promise.reject(new Error('The transaction is already over; use the storage instead'))
+          holdWritesThisTick(connection)
+          return run<Row>(connection, sql, params)
+        },
       }
       try {
         // Not awaited before `fn` runs: its first statement follows BEGIN in the same round trip.
         // BEGIN fails only on a broken connection, where the statements after it fail as well.
+        holdWritesThisTick(connection)
         const begun = connection.query('BEGIN')
         const result = await Promise.all([begun, fn(client)]).then(([, value]) => value)
         await connection.query('COMMIT')
@@ -245,6 +249,25 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
       }),
   }
 }
+
+/**
+ * Lets the statements started on `connection` until the current tick ends leave in one socket
+ * write: pg writes each statement on its own, and a write costs more than the statement's own
+ * work in this process (BEGIN with a transaction's first reads, or statements started together,
+ * were two to three writes). Nothing waits longer: the writes go before the event loop moves on.
+ */
+function holdWritesThisTick(connection: pg.PoolClient): void {
+  const stream = (connection as unknown as { connection?: { stream?: Partial<Writable> } }).connection?.stream
+  if (stream?.cork === undefined || stream.uncork === undefined || held.has(stream)) return
+  held.add(stream)
+  stream.cork()
+  process.nextTick(() => {
+    held.delete(stream)
+    stream.uncork?.()
+  })
+}
+
+const held = new WeakSet<object>()
 
 /** Names for prepared statements, one per distinct SQL text, until the cap is reached. */
 function createStatementNames(): { nameOf(sql: string): string | undefined } {

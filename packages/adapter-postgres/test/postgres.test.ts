@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto'
+import { Socket } from 'node:net'
 import type { JobLease, KnowledgeIndex, Session, Storage } from '@switchboard/core'
 import {
   runEventBusConformance,
@@ -80,6 +81,37 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         )
         expect(again).toEqual([{ sum: 9 }])
       } finally {
+        await pool.close()
+      }
+    })
+
+    it('sends BEGIN and the statements a transaction starts together in one socket write', async () => {
+      const pool = connectTo(schema, 1)
+      const socket = Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => void>
+      const { _write: write, _writev: writev } = socket
+      let writes = 0
+      try {
+        await pool.query('SELECT 1') // connected before counting
+        socket._write = function (this: unknown, ...args: unknown[]) {
+          writes += 1
+          return write.apply(this, args)
+        }
+        socket._writev = function (this: unknown, ...args: unknown[]) {
+          writes += 1
+          return writev.apply(this, args)
+        }
+        const sums = await pool.transaction((client) =>
+          Promise.all([
+            client.query<{ sum: number }>('SELECT $1::integer + 1 AS sum', [1]),
+            client.query<{ sum: number }>('SELECT $1::integer + 2 AS sum', [1]),
+          ]),
+        )
+        expect(sums).toEqual([[{ sum: 2 }], [{ sum: 3 }]])
+        // BEGIN with both statements, then COMMIT.
+        expect(writes).toBe(2)
+      } finally {
+        socket._write = write
+        socket._writev = writev
         await pool.close()
       }
     })
