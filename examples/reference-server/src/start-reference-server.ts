@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
-import { createArgon2PasswordHasher, createJoseTokenSigner, createRouter } from '@switchboard/adapter-express'
+import {
+  createArgon2PasswordHasher,
+  createJoseTokenSigner,
+  createRouter,
+  errorHandler,
+  notFound,
+  type RouteLogger,
+  sendError,
+} from '@switchboard/adapter-express'
 import {
   createMsgPlatformConnector,
   createMsgPlatformWebhookHandler,
@@ -17,6 +25,7 @@ import {
   type LlmProvider,
   type PasswordHasher,
   type Switchboard,
+  switchboardError,
   type Tool,
 } from '@switchboard/core'
 import { createOpenAiProvider } from '@switchboard/provider-openai'
@@ -131,7 +140,14 @@ export async function startReferenceServer(
   app.get('/demo/webchat', (request, response) => {
     const integrationId = request.query.integration
     if (typeof integrationId !== 'string' || !/^[1-9][0-9]{0,17}$/.test(integrationId)) {
-      response.status(400).type('text/plain').send('Open /demo/webchat?integration=<webchat integration id>')
+      sendError(
+        response,
+        switchboardError(
+          'VALIDATION_ERROR',
+          'open /demo/webchat?integration=<id>, with the id of a webchat integration',
+          [{ path: 'integration', message: 'the id of a webchat integration' }],
+        ),
+      )
       return
     }
     response.type('html').send(webchatPage.demoHtml({ integrationId }))
@@ -156,6 +172,7 @@ export async function startReferenceServer(
   const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
   const publicUrl = config.publicUrl ?? url
 
+  const routeLogger: RouteLogger = { error: (object, message) => logger.error(object, message) }
   // Mounted right after listen, with no await in between, so no request can arrive first; the
   // router needs the bound port for the webhook URLs it hands out when PORT=0.
   app.use(
@@ -165,7 +182,7 @@ export async function startReferenceServer(
       accounts,
       billing,
       publicUrl,
-      logger: { error: (object, message) => logger.error(object, message) },
+      logger: routeLogger,
       webhooks: {
         msgplatform: createMsgPlatformWebhookHandler({
           switchboard,
@@ -178,6 +195,10 @@ export async function startReferenceServer(
       requireHttps: config.production,
     }),
   )
+  // Outside /api too, an unknown route or a path that cannot be decoded answers in the contract's
+  // error shape (CONTRACT §2), not Express's HTML page.
+  app.use(notFound)
+  app.use(errorHandler(routeLogger))
 
   // Replies reach the visitor's socket over the event bus, whichever process ran the turn.
   const webchat = createWebchatServer({

@@ -97,6 +97,34 @@ describe('the reference server', () => {
     expect(((await malformed.json()) as { error: { code: string } }).error.code).toBe('VALIDATION_ERROR')
   })
 
+  it('answers unknown routes outside /api in the contract error shape too, and serves the widget and its page', async () => {
+    const { url } = await start()
+    for (const [method, path] of [
+      ['GET', '/nope'],
+      ['GET', '/favicon.ico'],
+      ['POST', '/nope'],
+      ['GET', '/%ff'],
+    ] as const) {
+      const answer = await fetch(`${url}${path}`, { method })
+      expect(answer.status, `${method} ${path}`).toBe(404)
+      expect(answer.headers.get('content-type')).toMatch(/^application\/json/)
+      expect(await answer.json()).toEqual({ error: { code: 'NOT_FOUND', message: expect.any(String) } })
+    }
+    expect(await json(await fetch(`${url}/api/nothing-here`))).toMatchObject({
+      body: { error: { message: 'no route for GET /api/nothing-here' } },
+    })
+
+    const noIntegration = await json(await fetch(`${url}/demo/webchat`))
+    expect(noIntegration).toMatchObject({
+      status: 400,
+      body: { error: { code: 'VALIDATION_ERROR', details: [{ path: 'integration' }] } },
+    })
+    const page = await fetch(`${url}/demo/webchat?integration=1`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/)
+    expect((await fetch(`${url}/widget.js`)).status).toBe(200)
+  })
+
   it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {
     const server = await start({
       TLS_CERT_FILE: `${fixtures}localhost-cert.pem`,

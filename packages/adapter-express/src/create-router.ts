@@ -12,7 +12,7 @@ import {
 } from '@switchboard/core'
 import { Router } from 'express'
 import type { RouteLogger } from './handle.js'
-import { errorHandler, jsonBody, notFound, requestId } from './middleware.js'
+import { errorHandler, jsonBody, notFound, refuseNulCharacters, requestId } from './middleware.js'
 import { accountRoutes } from './routes/account-routes.js'
 import { agentRoutes } from './routes/agent-routes.js'
 import { billingRoutes } from './routes/billing-routes.js'
@@ -62,7 +62,7 @@ export function createRouter(options: RouterOptions): Router {
       logger,
     }),
   )
-  router.use(jsonBody)
+  router.use(jsonBody, refuseNulCharacters)
   router.use(accountRoutes(options.accounts, logger))
   const { switchboard, accounts } = options
   const clock = options.clock ?? createSystemClock()

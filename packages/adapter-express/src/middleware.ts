@@ -13,6 +13,41 @@ export const jsonBody: RequestHandler = express.json({
   type: () => true,
 })
 
+/**
+ * A JSON body holding U+0000 (the escape `\u0000`) anywhere, in a value or a key, answers 400:
+ * PostgreSQL cannot store that character, and refusing it at the door answers alike whatever the
+ * storage. Runs after `jsonBody`.
+ */
+export const refuseNulCharacters: RequestHandler = (request, response, next) => {
+  const path = nulPathOf(request.body)
+  if (path === null) return next()
+  sendError(
+    response,
+    switchboardError('VALIDATION_ERROR', `invalid request body: ${path}`, [
+      { path, message: 'contains the character U+0000, which cannot be stored' },
+    ]),
+  )
+}
+
+/** Where in `body` U+0000 first appears, or null. A loop, not recursion: bodies nest arbitrarily deep. */
+function nulPathOf(body: unknown): string | null {
+  const pending: [unknown, string][] = [[body, '']]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, path] = next
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return path || '(root)'
+      continue
+    }
+    if (typeof value !== 'object' || value === null) continue
+    for (const [key, entry] of Object.entries(value)) {
+      const at = path === '' ? key : `${path}.${key}`
+      if (key.includes('\u0000')) return at
+      pending.push([entry, at])
+    }
+  }
+  return null
+}
+
 /** Raw bytes for routes that verify a signature over them before parsing. */
 export const rawBody: RequestHandler = express.raw({ limit: BODY_LIMIT_BYTES, type: () => true })
 
@@ -42,7 +77,10 @@ export function requireAuth(accounts: Accounts, logger: RouteLogger): RequestHan
 }
 
 export const notFound: RequestHandler = (request, response) => {
-  sendError(response, switchboardError('NOT_FOUND', `no route for ${request.method} ${request.path}`))
+  sendError(
+    response,
+    switchboardError('NOT_FOUND', `no route for ${request.method} ${request.baseUrl}${request.path}`),
+  )
 }
 
 /** Body-parser failures and anything else Express caught, in the contract's error shape. */

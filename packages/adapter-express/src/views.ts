@@ -39,8 +39,9 @@ export function sessionView(session: Session) {
     integrationId: session.integrationId,
     customer: {
       clientId: customer.clientId,
-      ...(customer.channelId === undefined ? {} : { channelId: customer.channelId }),
-      ...(customer.transport === undefined ? {} : { transport: customer.transport }),
+      // Every key of CONTRACT §8's shape, null on a channel without them (webchat).
+      channelId: customer.channelId ?? null,
+      transport: customer.transport ?? null,
     },
     createdAt: session.createdAt,
     updatedAt: session.updatedAt,

@@ -174,6 +174,11 @@ describe('POST /api/auth/register', () => {
       { email: 'x@example.com', password: 12345678, companyName: 'A' },
       ['password'],
     ],
+    [
+      'an unknown field',
+      { email: 'x@example.com', password: TEST_PASSWORD, companyName: 'A', plan: 'gold' },
+      ['plan'],
+    ],
     ['a JSON array', [], ['(root)']],
     ['a JSON string', 'register me', ['(root)']],
   ])('answers 400 VALIDATION_ERROR naming the fields for %s', async (_case, body, fields) => {
@@ -210,6 +215,34 @@ describe('POST /api/auth/register', () => {
       401,
       'INVALID_CREDENTIALS',
     )
+  })
+})
+
+describe('U+0000 in a body', () => {
+  it.each([
+    [
+      'a value',
+      '/api/auth/register',
+      '{"email":"nul@example.com","password":"long enough","companyName":"a\\u0000b"}',
+      'companyName',
+    ],
+    ['a login', '/api/auth/login', '{"email":"x\\u0000@example.com","password":"whatever1"}', 'email'],
+    [
+      'a nested key',
+      '/api/auth/register',
+      '{"email":"nul@example.com","extra":{"a\\u0000":1}}',
+      'extra.a\u0000',
+    ],
+  ])('answers 400 VALIDATION_ERROR naming where it is: %s', async (_case, path, rawBody, field) => {
+    const answer = await server.request('POST', path, { rawBody })
+    expect(expectValidationError(answer)).toEqual([field])
+  })
+
+  it('leaves a backslash followed by "u0000" alone: it is text like any other', async () => {
+    const answer = await server.request('POST', '/api/auth/register', {
+      body: { email: freshEmail(), password: TEST_PASSWORD, companyName: 'C:\\u0000' },
+    })
+    expect(answer.status).toBe(201)
   })
 })
 
@@ -406,12 +439,29 @@ describe('POST /api/auth/refresh', () => {
     expect((await refresh(server, second.refresh_token)).status).toBe(200)
   })
 
-  it('answers 401 REFRESH_FAILED to an unknown token and 400 VALIDATION_ERROR to a missing one', async () => {
-    expectError(await refresh(server, 'a'.repeat(43)), 401, 'REFRESH_FAILED')
-    expectError(await refresh(server, owner.jwt), 401, 'REFRESH_FAILED')
-    expect(expectValidationError(await server.request('POST', '/api/auth/refresh', { body: {} }))).toEqual([
-      'refresh_token',
-    ])
+  it.each([
+    ['an unknown token', { refresh_token: 'a'.repeat(43) }],
+    ['an access token', 'access token'],
+    ['no token', {}],
+    ['an empty token', { refresh_token: '' }],
+    ['a number', { refresh_token: 123 }],
+    ['a token of 10,000 characters', { refresh_token: 'a'.repeat(10_000) }],
+    ['a token beside an unknown field', { refresh_token: 'a'.repeat(43), extra: 1 }],
+    ['a JSON array', []],
+    ['null', null],
+  ])('answers 401 REFRESH_FAILED to %s: the spec gives refresh no 400 (CONTRACT §2)', async (_case, body) => {
+    const answer = await server.request('POST', '/api/auth/refresh', {
+      body: body === 'access token' ? { refresh_token: owner.jwt } : body,
+    })
+    expectError(answer, 401, 'REFRESH_FAILED')
+  })
+
+  it('answers 400 VALIDATION_ERROR to a refresh body that is not JSON', async () => {
+    expectError(
+      await server.request('POST', '/api/auth/refresh', { rawBody: '{"refresh_token": ' }),
+      400,
+      'VALIDATION_ERROR',
+    )
   })
 
   it('revokes every refresh token of the login when a used one comes back after the reuse interval', async () => {

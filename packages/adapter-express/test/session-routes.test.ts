@@ -67,6 +67,21 @@ describe('reading sessions over HTTP', () => {
     expect(upper.status).toBe(200)
   })
 
+  it('shows null for the channel and transport of a customer whose channel has none, as webchat', async () => {
+    const ingested = await server.switchboard.ingest({
+      integrationId,
+      clientId: `visitor-${++clients}`,
+      text: 'hi',
+    })
+    const id = ingested._unsafeUnwrap().session.id
+    const answer = await server.request('GET', `/api/sessions/${id}`, { token: company.jwt })
+    expect((answer.body as { customer: unknown }).customer).toEqual({
+      clientId: `visitor-${clients}`,
+      channelId: null,
+      transport: null,
+    })
+  })
+
   it('shows the status and the context', async () => {
     const id = await newSession()
     const status = await server.request('GET', `/api/sessions/${id}/status`, { token: company.jwt })
@@ -254,7 +269,7 @@ describe('operating sessions over HTTP', () => {
       ['messages', { text: '' }, 'text'],
       ['messages', { text: 'x'.repeat(4001) }, 'text'],
       ['messages', {}, 'text'],
-      ['pause', { unexpected: true }, '(root)'],
+      ['pause', { unexpected: true }, 'unexpected'],
       ['pause', [], '(root)'],
       ['pause', null, '(root)'],
     ]

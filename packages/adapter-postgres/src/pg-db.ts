@@ -2,6 +2,7 @@ import type { Writable } from 'node:stream'
 import pg from 'pg'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { createMutex } from './mutex.js'
+import { storableParameters } from './storable-text.js'
 
 export interface PgDbOptions extends pg.PoolConfig {
   /**
@@ -44,7 +45,7 @@ export function createPgDb(options: PgDbOptions): Db {
     const name = params.length === 0 ? undefined : statementNames.nameOf(sql)
     const result = await queryable.query({
       text: sql,
-      values: [...params],
+      values: storableParameters(params),
       ...(name === undefined ? {} : { name }),
     })
     return result.rows as Row[]

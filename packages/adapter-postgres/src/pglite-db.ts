@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises'
 import { PGlite } from '@electric-sql/pglite'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
+import { storableParameters } from './storable-text.js'
 
 export interface PgliteDbOptions {
   /** A folder for the database files (created on first open), or `memory` to keep nothing. */
@@ -32,7 +33,7 @@ export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
 
     async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
       assertOpen()
-      const result = await pglite.query<Row>(sql, [...params])
+      const result = await pglite.query<Row>(sql, storableParameters(params))
       return result.rows
     },
 
@@ -43,7 +44,7 @@ export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
           async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
             if (transaction.closed)
               throw new Error('The transaction is already over; use the storage instead')
-            const result = await transaction.query<Row>(sql, [...params])
+            const result = await transaction.query<Row>(sql, storableParameters(params))
             return result.rows
           },
         }

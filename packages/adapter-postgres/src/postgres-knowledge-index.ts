@@ -2,6 +2,7 @@ import { contentWords, type KnowledgeIndex, type KnowledgePassage, splitPassages
 import type { Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
 import { isIntegerId, toInteger } from './sql-values.js'
+import { storableJson } from './storable-text.js'
 
 export interface PostgresKnowledgeIndexOptions {
   /** The caller closes it. */
@@ -56,7 +57,7 @@ export async function createPostgresKnowledgeIndex(
             ARRAY(SELECT jsonb_array_elements_text(passage.value -> 'words'))
           FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS passage (value, position)
           ORDER BY passage.position`,
-          [document.companyId, document.agentId, document.documentId, JSON.stringify(passages)],
+          [document.companyId, document.agentId, document.documentId, storableJson(passages)],
         )
       })
     },

@@ -1,3 +1,4 @@
+import { storableJson } from './storable-text.js'
 /** A timestamp column as the ISO 8601 UTC text with milliseconds that the ports speak. */
 export function toIso(value: unknown): string {
   if (value instanceof Date) return value.toISOString()
@@ -48,7 +49,7 @@ export function present<K extends string, V>(key: K, value: V | null | undefined
  * drops them; a missing or null value is SQL NULL.
  */
 export function jsonParameter(value: unknown): string | null {
-  return value === undefined || value === null ? null : JSON.stringify(value)
+  return value === undefined || value === null ? null : storableJson(value)
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i

@@ -6,7 +6,13 @@ import type {
   StatusHooksOutcome,
   StatusHooksRequest,
 } from '@switchboard/core'
-import { describeResult, isSuccess, type PlatformClientOptions, postToPlatform } from './platform-client.js'
+import {
+  describeResult,
+  describeResultPublicly,
+  isSuccess,
+  type PlatformClientOptions,
+  postToPlatform,
+} from './platform-client.js'
 import { MSGPLATFORM_TYPE, readPlatformConfig } from './platform-config.js'
 
 export interface MsgPlatformConnectorOptions {
@@ -75,7 +81,8 @@ export function createMsgPlatformConnector(options: MsgPlatformConnectorOptions 
         url: request.url,
         events: [...request.events],
       })
-      return isSuccess(result) ? { ok: true } : { ok: false, error: describeResult(result) }
+      // The error goes back to the API caller who asked for the registration.
+      return isSuccess(result) ? { ok: true } : { ok: false, error: describeResultPublicly(result) }
     },
   }
 }

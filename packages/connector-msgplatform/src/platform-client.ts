@@ -3,7 +3,13 @@ import type { PlatformConfig } from './platform-config.js'
 /** How a call to the platform ended: an HTTP answer of any status, or none at all. */
 export type PlatformCallResult =
   | { readonly answered: true; readonly status: number; readonly text: string }
-  | { readonly answered: false; readonly error: string }
+  | {
+      readonly answered: false
+      /** For logs and the operators' records: the network error as Node reported it. */
+      readonly error: string
+      /** For whoever called the API: why, without this server's network internals. */
+      readonly publicError: string
+    }
 
 export interface PlatformClientOptions {
   readonly fetch: typeof globalThis.fetch
@@ -39,7 +45,13 @@ export async function postToPlatform(
     const text = await response.text()
     return { answered: true, status: response.status, text }
   } catch (error) {
-    return { answered: false, error: describeFailure(error, client.timeoutMs) }
+    return {
+      answered: false,
+      error: describeFailure(error, client.timeoutMs),
+      publicError: isTimeout(error)
+        ? `msgplatform did not answer within ${client.timeoutMs} ms`
+        : 'msgplatform could not be reached at the apiBaseUrl of the integration',
+    }
   }
 }
 
@@ -56,10 +68,20 @@ export function isSuccess(result: PlatformCallResult): result is PlatformCallRes
   return result.answered && result.status >= 200 && result.status < 300
 }
 
+/**
+ * `describeResult` for an answer shown to an API caller: the platform's own answer is theirs to
+ * see; how this server failed to reach it (addresses, resolver errors) is not.
+ */
+export function describeResultPublicly(result: PlatformCallResult): string {
+  return result.answered ? describeResult(result) : result.publicError
+}
+
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')
+}
+
 function describeFailure(error: unknown, timeoutMs: number): string {
-  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
-    return `msgplatform did not answer within ${timeoutMs} ms`
-  }
+  if (isTimeout(error)) return `msgplatform did not answer within ${timeoutMs} ms`
   const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ''
   const message = error instanceof Error ? error.message : String(error)
   return `msgplatform unreachable: ${message}${cause}`

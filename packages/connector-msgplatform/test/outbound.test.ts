@@ -229,4 +229,25 @@ describe('registerStatusHooks', () => {
     })
     expect(outcome).toEqual({ ok: false, error: 'msgplatform answered 401: bad token' })
   })
+
+  it('reports an unreachable platform without the network details of this server: its caller sees the text', async () => {
+    const port = await closedPort()
+    const outcome = await createMsgPlatformConnector().registerStatusHooks({
+      integration: integrationAt(`http://127.0.0.1:${port}`),
+      url: 'https://x.test/hook',
+      events: [],
+    })
+    expect(outcome).toEqual({
+      ok: false,
+      error: 'msgplatform could not be reached at the apiBaseUrl of the integration',
+    })
+    platform.delay('/v1/webhooks', 300)
+    expect(
+      await createMsgPlatformConnector({ timeoutMs: 30 }).registerStatusHooks({
+        integration: integrationAt(platform.url),
+        url: 'https://x.test/hook',
+        events: [],
+      }),
+    ).toEqual({ ok: false, error: 'msgplatform did not answer within 30 ms' })
+  })
 })

@@ -26,6 +26,7 @@ export type {
   AgentInput,
   AgentKind,
   AgentPatch,
+  AgentUpdate,
   HandoffConfig,
   Route,
   RoutingConfig,
@@ -42,7 +43,7 @@ export {
 export type { AgentPathEntry, AgentPathVia } from './domain/agent-path.js'
 export type { ErrorCode, SessionErrorCode, SwitchboardError } from './domain/errors.js'
 export { ConfigError, ERROR_CODES, SESSION_ERROR_CODES, switchboardError } from './domain/errors.js'
-export type { FieldProblem } from './domain/parse-input.js'
+export { type FieldProblem, parseInput } from './domain/parse-input.js'
 export type {
   Customer,
   Delivery,

@@ -9,6 +9,7 @@ import type {
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from '../paging.js'
 import { isIntegerId, jsonParameter, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 
 const COLUMNS = `id, company_id, name, role, kind, system_prompt, llm_model, routing_model, routing_config,
   max_depth, handoff, fallback_reply, created_at, updated_at`
@@ -93,7 +94,7 @@ export function createAgentRepository(client: DbClient): AgentRepository {
       const rows = await client.query(
         `SELECT ${COLUMNS} FROM agents
         WHERE company_id = $1 AND id IN (SELECT value::integer FROM jsonb_array_elements_text($2::jsonb))`,
-        [companyId, JSON.stringify(wanted)],
+        [companyId, storableJson(wanted)],
       )
       return rows.map(agentOf)
     },

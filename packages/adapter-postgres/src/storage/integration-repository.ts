@@ -2,6 +2,7 @@ import type { Integration, IntegrationPatch, IntegrationRepository } from '@swit
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from '../paging.js'
 import { isBigintId, jsonParameter, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 
 const COLUMNS = `id, company_id, type, name, active, entry_agent_id, config, webhook_secret, created_at,
   updated_at`
@@ -44,7 +45,7 @@ export function createIntegrationRepository(client: DbClient): IntegrationReposi
           input.name,
           input.active,
           input.entryAgentId,
-          JSON.stringify(input.config),
+          storableJson(input.config),
           input.webhookSecret,
           timeParameter(input.at),
         ],
@@ -67,7 +68,7 @@ export function createIntegrationRepository(client: DbClient): IntegrationReposi
       const rows = await client.query(
         `SELECT ${COLUMNS} FROM integrations
         WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)`,
-        [JSON.stringify(valid)],
+        [storableJson(valid)],
       )
       return rows.map(integrationOf)
     },

@@ -1,6 +1,7 @@
 import type { JobLease, JobQueue } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, timeParameter, toInteger } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 /** Whoever waits for jobs in this process; the storage feeds it from LISTEN. */
@@ -71,7 +72,7 @@ export function createJobQueue(options: {
           RETURNING id
         )
         SELECT count(*) AS queued, pg_notify($2, '') FROM queued`,
-        [JSON.stringify(rows), channel],
+        [storableJson(rows), channel],
       )
     },
 

@@ -27,8 +27,14 @@ export function createLoginFailureRepository(client: DbClient): LoginFailureRepo
       return row === undefined || row.oldest === null ? null : toIso(row.oldest)
     },
 
-    async clear({ emailKey }) {
-      await client.query('DELETE FROM login_failures WHERE email_key = $1', [emailKey])
+    async forget({ emailKey, at }) {
+      // One row, even when several attempts were recorded in the same millisecond.
+      await client.query(
+        `DELETE FROM login_failures WHERE ctid = (
+           SELECT ctid FROM login_failures WHERE email_key = $1 AND at = $2::timestamptz LIMIT 1
+         )`,
+        [emailKey, timeParameter(at)],
+      )
     },
   }
 }

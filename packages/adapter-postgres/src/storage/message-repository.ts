@@ -1,6 +1,7 @@
 import type { Delivery, Message, MessageRepository, MessageRole, NewMessage } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 const COLUMNS = 'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, delivery'
@@ -53,7 +54,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
             at, external_id, delivery, position)
         ORDER BY m.position
         RETURNING ${COLUMNS}`,
-        [JSON.stringify(inputs.map(rowOf))],
+        [storableJson(inputs.map(rowOf))],
       )
       const byId = new Map(rows.map((row) => [String(row.id), row]))
       return inputs.map((input) => messageOf(byId.get(input.id)!))
@@ -114,7 +115,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
         `SELECT ${COLUMNS} FROM messages
         WHERE integration_id = $1::bigint
           AND external_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
-        [integrationId, JSON.stringify(externalIds)],
+        [integrationId, storableJson(externalIds)],
       )
       return rows.map(messageOf)
     },
@@ -159,7 +160,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
         WHERE session_id = $1::uuid AND delivery = 'pending'
           AND role IN (SELECT jsonb_array_elements_text($2::jsonb))
         RETURNING id, sequence`,
-        [sessionId, JSON.stringify(roles)],
+        [sessionId, storableJson(roles)],
       )
       return rows
         .sort((left, right) => toInteger(left.sequence) - toInteger(right.sequence))

@@ -1,6 +1,7 @@
 import type { Pipeline, PipelineRepository, PipelineStage } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { timeParameter, toInteger } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 
 /** Rows of pipelines joined with their stages, in pipeline then stage order, grouped back. */
 function pipelinesOf(rows: readonly DbRow[]): Pipeline[] {
@@ -43,7 +44,7 @@ export function createPipelineRepository(client: DbClient): PipelineRepository {
           stages.id AS stage_id, stages.name AS stage_name, stages.position
         FROM pipeline LEFT JOIN stages ON true
         ORDER BY stages.position`,
-        [companyId, name, isDefault, timeParameter(at), JSON.stringify(stages)],
+        [companyId, name, isDefault, timeParameter(at), storableJson(stages)],
       )
       return pipelinesOf(rows)[0]!
     },

@@ -9,6 +9,7 @@ import type {
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 
 const COLUMNS = `id, company_id, integration_id, customer, state, active_agent_id, entry_agent_id, metadata,
   pause_state, created_at, updated_at, version, insertion`
@@ -93,7 +94,7 @@ export function createSessionRepository(client: DbClient): SessionRepository {
         `SELECT ${COLUMNS} FROM sessions
         WHERE integration_id = $1::bigint AND state <> 'closed'
           AND client_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
-        [integrationId, JSON.stringify(clientIds)],
+        [integrationId, storableJson(clientIds)],
       )
       return rows.map(sessionOf)
     },

@@ -7,6 +7,7 @@ import {
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { storableJson } from '../storable-text.js'
 
 /**
  * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted on every TRIM_EVERY-th
@@ -92,7 +93,7 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
           reason, session_id, message_id, position)
         ORDER BY l.position
         RETURNING integration_id, insertion`,
-        [JSON.stringify(rows)],
+        [storableJson(rows)],
       )
       const due = new Set<string>()
       for (const row of added) {

@@ -37,6 +37,60 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(rows.map((row) => Number(row.version))).toEqual(MIGRATIONS.map((migration) => migration.version))
   })
 
+  it('stores text holding U+0000 with U+FFFD in its place, in text and jsonb columns alike', async () => {
+    const storage = context.storage()
+    const { companyId, agent, integration } = await seedChannel(storage, { agent: { name: 'Sup\u0000port' } })
+    expect(agent.name).toBe('Sup\uFFFDport')
+    const at = new Date()
+    const session = await storage.sessions.create({
+      id: randomUUID(),
+      companyId,
+      integrationId: integration.id,
+      customer: { clientId: 'client\u00001' },
+      state: 'ongoing',
+      activeAgentId: agent.id,
+      entryAgentId: agent.id,
+      metadata: {
+        agentPath: [],
+        sharedContext: { facts: { 'first\u0000name': 'A\u0000nn' }, journey: [] },
+        errors: [],
+      },
+      createdAt: at.toISOString(),
+      updatedAt: at.toISOString(),
+    })
+    const message = (base: string, text: string, externalId?: string) => ({
+      id: randomUUID(),
+      companyId,
+      sessionId: session.id,
+      integrationId: integration.id,
+      role: 'customer' as const,
+      text,
+      at,
+      ...(externalId === undefined ? {} : { externalId: `${base}${externalId}` }),
+    })
+
+    const [nul, typed] = await storage.messages.insertMany([
+      message('', 'hi\u0000there', 'ext\u00001'),
+      // A backslash followed by "u0000", as a customer may type it, is text like any other.
+      message('', 'C:\\u0000\\path'),
+    ])
+
+    expect(nul?.text).toBe('hi\uFFFDthere')
+    expect(typed?.text).toBe('C:\\u0000\\path')
+    expect(
+      await storage.sessions.findOpen({ integrationId: integration.id, clientId: 'client\u00001' }),
+    ).toMatchObject({
+      id: session.id,
+      customer: { clientId: 'client\uFFFD1' },
+      metadata: { sharedContext: { facts: { 'first\uFFFDname': 'A\uFFFDnn' } } },
+    })
+    const found = await storage.messages.findByExternalIds({
+      integrationId: integration.id,
+      externalIds: ['ext\u00001'],
+    })
+    expect(found.map((row) => row.id)).toEqual([nul?.id])
+  })
+
   it('reports the driver as the storage kind', () => {
     expect(context.storage().kind).toBe(context.db().kind)
   })

@@ -206,7 +206,8 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       if (limited !== null) return err(limited)
       // The attempt counts as a failure before its password is checked, and the count is read
       // again after: guesses sent at once would otherwise all pass the check above while the
-      // slow hash runs, and none would be counted in time. A success clears the failures.
+      // slow hash runs, and none would be counted in time. A success takes back its own record
+      // only: the failures before it still count until they leave the window (CONTRACT §3).
       await storage.loginFailures.record({ emailKey, at: now })
       const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
       if (overtaken !== null) return err(overtaken)
@@ -219,7 +220,7 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       if (user === null || !matches) {
         return err(switchboardError('INVALID_CREDENTIALS', INVALID_CREDENTIALS_MESSAGE))
       }
-      await storage.loginFailures.clear({ emailKey })
+      await storage.loginFailures.forget({ emailKey, at: now })
 
       const owner: TokenOwner = { userId: user.id, companyId: user.companyId, loginId: ids.uuid() }
       const refreshToken = await storeRefreshToken(storage, owner, now)

@@ -115,7 +115,7 @@ describe('agent service', () => {
     )._unsafeUnwrap()
     clock.set('2026-01-02T00:00:00.000Z')
 
-    const bad = await agents.update(COMPANY, agent.id, { handoff: { allowedTargets: [424242] } as never })
+    const bad = await agents.update(COMPANY, agent.id, { handoff: { allowedTargets: [424242] } })
     expect(bad._unsafeUnwrapErr().details).toEqual([
       { path: 'handoff.allowedTargets.0', message: 'names no agent of this company' },
     ])
@@ -128,6 +128,67 @@ describe('agent service', () => {
     expect(updated).not.toHaveProperty('routingConfig')
     expect(updated.updatedAt).toBe('2026-01-02T00:00:00.000Z')
     expect(updated.createdAt).toBe('2026-01-01T00:00:00.000Z')
+  })
+
+  it('changes only the nested handoff and routing fields a patch sends, and keeps the others', async () => {
+    const { agents } = setup()
+    const sales = (await agents.create(COMPANY, { name: 'Sales' }))._unsafeUnwrap()
+    const agent = (
+      await agents.create(COMPANY, {
+        name: 'Reception',
+        handoff: {
+          enabled: true,
+          allowedTargets: [sales.id],
+          handoffMessageTemplate: 'Passing you to {{agent}}',
+          messageHistoryDepth: 20,
+          msgplatform: { targetOperatorId: 7, targetGroupId: 8, sendSystemMessage: false },
+        },
+        routingConfig: {
+          enabled: true,
+          routes: [{ id: 'buy', agentId: sales.id, description: 'buy' }],
+          confidenceThreshold: 0.9,
+        },
+      })
+    )._unsafeUnwrap()
+
+    const updated = (
+      await agents.update(COMPANY, agent.id, {
+        handoff: { announceHandoff: false, msgplatform: { targetGroupId: null, sendSystemMessage: true } },
+        routingConfig: { enabled: false },
+      })
+    )._unsafeUnwrap()
+
+    expect(updated.handoff).toEqual({
+      ...agent.handoff,
+      announceHandoff: false,
+      msgplatform: { targetOperatorId: 7, sendSystemMessage: true },
+    })
+    expect(updated.routingConfig).toEqual({ ...agent.routingConfig, enabled: false })
+    expect((await agents.get(COMPANY, agent.id))._unsafeUnwrap()).toEqual(updated)
+
+    const plain = (await agents.create(COMPANY, { name: 'Plain' }))._unsafeUnwrap()
+    const routed = (
+      await agents.update(COMPANY, plain.id, {
+        routingConfig: { routes: [{ id: 'buy', agentId: sales.id, description: 'buy' }] },
+      })
+    )._unsafeUnwrap()
+    expect(routed.routingConfig).toEqual({
+      enabled: false,
+      routes: [{ id: 'buy', agentId: sales.id, description: 'buy' }],
+      confidenceThreshold: 0.5,
+    })
+  })
+
+  it('stores any maxDepth from 1 and an empty role, as given', async () => {
+    const { agents } = setup()
+    const deep = (await agents.create(COMPANY, { name: 'Deep', maxDepth: 1001, role: '' }))._unsafeUnwrap()
+    expect(deep).toMatchObject({ maxDepth: 1001, role: '' })
+    expect(
+      (await agents.update(COMPANY, deep.id, { maxDepth: 2_147_483_647 }))._unsafeUnwrap().maxDepth,
+    ).toBe(2_147_483_647)
+    expect((await agents.create(COMPANY, { name: 'Shallow', maxDepth: 0 }))._unsafeUnwrapErr().code).toBe(
+      'VALIDATION_ERROR',
+    )
   })
 
   it('refuses to delete an entry agent or a target, with CONFLICT', async () => {

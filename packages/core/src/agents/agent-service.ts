@@ -2,8 +2,9 @@ import { err, ok, type Result } from 'neverthrow'
 import {
   type Agent,
   type AgentInput,
-  type AgentPatch,
+  type AgentUpdate,
   agentInputSchema,
+  agentPatchOf,
   agentPatchSchema,
   type HandoffConfig,
   type RoutingConfig,
@@ -25,7 +26,11 @@ export interface AgentService {
   get(companyId: number, id: number): Promise<Result<Agent, SwitchboardError>>
   /** Oldest first. */
   list(companyId: number, page: PageRequest): Promise<Page<Agent>>
-  update(companyId: number, id: number, patch: AgentPatch): Promise<Result<Agent, SwitchboardError>>
+  /**
+   * Fields sent replace theirs; within `handoff` (and its `msgplatform`) and `routingConfig`, only
+   * the fields sent change.
+   */
+  update(companyId: number, id: number, patch: AgentUpdate): Promise<Result<Agent, SwitchboardError>>
   /** `CONFLICT` while an integration enters through the agent or another agent names it. */
   delete(companyId: number, id: number): Promise<Result<null, SwitchboardError>>
 }
@@ -104,10 +109,12 @@ export function createAgentService(options: AgentServiceOptions): AgentService {
       const valid = parsed.value
       return storage.transaction(async (tx): Promise<Result<Agent, SwitchboardError>> => {
         // Existence first, so a foreign id answers NOT_FOUND whatever the patch names.
-        if ((await tx.agents.get({ companyId, id })) === null) return err(notFound())
-        const checked = await checkReferences(tx, companyId, valid)
+        const current = await tx.agents.get({ companyId, id })
+        if (current === null) return err(notFound())
+        const changes = agentPatchOf(current, valid)
+        const checked = await checkReferences(tx, companyId, changes)
         if (checked.isErr()) return err(checked.error)
-        const agent = await tx.agents.update({ companyId, id, patch: valid, at: clock.now() })
+        const agent = await tx.agents.update({ companyId, id, patch: changes, at: clock.now() })
         return agent === null ? err(notFound()) : ok(agent)
       })
     },

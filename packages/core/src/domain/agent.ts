@@ -5,7 +5,9 @@ export const MAX_ROUTING_DEPTH = 5
 export const DEFAULT_FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again shortly."
 export const DEFAULT_LLM_MODEL = 'gpt-4o-mini'
 
-const agentId = z.number().int().positive().max(2_147_483_647)
+/** Agent ids and `maxDepth` are stored as PostgreSQL integers. */
+const INT4_MAX = 2_147_483_647
+const agentId = z.number().int().positive().max(INT4_MAX)
 
 export const msgplatformHandoffSchema = z.strictObject({
   targetOperatorId: z.number().int().optional(),
@@ -39,28 +41,55 @@ export const agentKindSchema = z.enum(['ai', 'human'])
 /** The body of `POST /api/agents`, with the defaults of CONTRACT §4. */
 export const agentInputSchema = z.strictObject({
   name: z.string().min(1).max(100),
-  role: z.string().min(1).max(100).optional(),
+  role: z.string().max(100).optional(),
   kind: agentKindSchema.default('ai'),
   systemPrompt: z.string().max(20_000).default(''),
   llmModel: z.string().min(1).max(200).default(DEFAULT_LLM_MODEL),
   routingModel: z.string().min(1).max(200).optional(),
   routingConfig: routingConfigSchema.optional(),
-  maxDepth: z.number().int().min(1).max(1000).default(3),
+  // Stored as given (CONTRACT §4); routing never goes deeper than MAX_ROUTING_DEPTH.
+  maxDepth: z.number().int().min(1).max(INT4_MAX).default(3),
   handoff: handoffConfigSchema.default(handoffConfigSchema.parse({})),
   fallbackReply: z.string().max(2000).nullable().default(DEFAULT_FALLBACK_REPLY),
 })
 
-/** The body of `PATCH /api/agents/{id}`: every field optional, none defaulted. */
+/**
+ * `handoff` in a PATCH: the fields sent replace theirs and the others are kept, `msgplatform`'s
+ * included; a null operator or group id removes it.
+ */
+const handoffPatchSchema = z.strictObject({
+  enabled: z.boolean().optional(),
+  allowedTargets: z.array(agentId).max(100).optional(),
+  announceHandoff: z.boolean().optional(),
+  handoffMessageTemplate: z.string().max(500).optional(),
+  messageHistoryDepth: z.number().int().min(5).max(50).optional(),
+  msgplatform: z
+    .strictObject({
+      targetOperatorId: z.number().int().nullable().optional(),
+      targetGroupId: z.number().int().nullable().optional(),
+      sendSystemMessage: z.boolean().optional(),
+    })
+    .optional(),
+})
+
+/** `routingConfig` in a PATCH: the fields sent replace theirs; null removes the configuration. */
+const routingConfigPatchSchema = z.strictObject({
+  enabled: z.boolean().optional(),
+  routes: z.array(routeSchema).max(50).optional(),
+  confidenceThreshold: z.number().min(0).max(1).optional(),
+})
+
+/** The body of `PATCH /api/agents/{id}`: every field optional, none defaulted, nested ones merged. */
 export const agentPatchSchema = z.strictObject({
   name: z.string().min(1).max(100).optional(),
-  role: z.string().min(1).max(100).nullable().optional(),
+  role: z.string().max(100).nullable().optional(),
   kind: agentKindSchema.optional(),
   systemPrompt: z.string().max(20_000).optional(),
   llmModel: z.string().min(1).max(200).optional(),
   routingModel: z.string().min(1).max(200).nullable().optional(),
-  routingConfig: routingConfigSchema.nullable().optional(),
-  maxDepth: z.number().int().min(1).max(1000).optional(),
-  handoff: handoffConfigSchema.optional(),
+  routingConfig: routingConfigPatchSchema.nullable().optional(),
+  maxDepth: z.number().int().min(1).max(INT4_MAX).optional(),
+  handoff: handoffPatchSchema.optional(),
   fallbackReply: z.string().max(2000).nullable().optional(),
 })
 
@@ -69,7 +98,60 @@ export type HandoffConfig = z.infer<typeof handoffConfigSchema>
 export type RoutingConfig = z.infer<typeof routingConfigSchema>
 export type Route = z.infer<typeof routeSchema>
 export type AgentInput = z.input<typeof agentInputSchema>
-export type AgentPatch = z.infer<typeof agentPatchSchema>
+/** A PATCH as its caller sends it: nested objects partial. */
+export type AgentUpdate = z.input<typeof agentPatchSchema>
+
+/** The fields an update stores: each one given replaces the stored one whole; null removes it. */
+export interface AgentPatch {
+  readonly name?: string | undefined
+  readonly role?: string | null | undefined
+  readonly kind?: AgentKind | undefined
+  readonly systemPrompt?: string | undefined
+  readonly llmModel?: string | undefined
+  readonly routingModel?: string | null | undefined
+  readonly routingConfig?: RoutingConfig | null | undefined
+  readonly maxDepth?: number | undefined
+  readonly handoff?: HandoffConfig | undefined
+  readonly fallbackReply?: string | null | undefined
+}
+
+/** The stored fields of `agent` after `update`: nested fields not sent keep their values. */
+export function agentPatchOf(agent: Agent, update: z.infer<typeof agentPatchSchema>): AgentPatch {
+  const { handoff, routingConfig, ...flat } = update
+  return {
+    ...flat,
+    ...(handoff === undefined ? {} : { handoff: mergeHandoff(agent.handoff, handoff) }),
+    ...(routingConfig === undefined
+      ? {}
+      : { routingConfig: routingConfig === null ? null : mergeRouting(agent.routingConfig, routingConfig) }),
+  }
+}
+
+function mergeHandoff(
+  current: HandoffConfig,
+  update: NonNullable<z.infer<typeof agentPatchSchema>['handoff']>,
+): HandoffConfig {
+  const { msgplatform, ...flat } = update
+  const merged: HandoffConfig = { ...current, ...definedOnly(flat) }
+  if (msgplatform === undefined) return merged
+  const platform: Record<string, unknown> = { ...current.msgplatform }
+  for (const [key, value] of Object.entries(msgplatform)) {
+    if (value === null) delete platform[key]
+    else if (value !== undefined) platform[key] = value
+  }
+  return { ...merged, msgplatform: platform as HandoffConfig['msgplatform'] }
+}
+
+function mergeRouting(
+  current: RoutingConfig | undefined,
+  update: NonNullable<z.infer<typeof agentPatchSchema>['routingConfig']>,
+): RoutingConfig {
+  return { ...(current ?? routingConfigSchema.parse({ enabled: false })), ...definedOnly(update) }
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>
+}
 
 export interface Agent {
   readonly id: number

@@ -19,12 +19,19 @@ export function parseInput<Schema extends z.ZodType>(
 ): Result<z.infer<Schema>, SwitchboardError> {
   const parsed = schema.safeParse(input)
   if (parsed.success) return ok(parsed.data)
-  const details: FieldProblem[] = parsed.error.issues.slice(0, 20).map((issue) => ({
-    path: issue.path.map(String).join('.') || '(root)',
-    message: issue.message,
-  }))
+  const details: FieldProblem[] = parsed.error.issues.flatMap(problemsOf).slice(0, 20)
   const fields = [...new Set(details.map((detail) => detail.path))].join(', ')
   return err(switchboardError('VALIDATION_ERROR', `invalid ${what}: ${fields}`, details))
+}
+
+const pathOf = (path: readonly PropertyKey[]): string => path.map(String).join('.') || '(root)'
+
+/** An unknown key is a problem of that key, not of the object holding it. */
+function problemsOf(issue: z.core.$ZodIssue): FieldProblem[] {
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), message: 'unknown field' }))
+  }
+  return [{ path: pathOf(issue.path), message: issue.message }]
 }
 
 export function fieldError(path: string, message: string, summary: string): SwitchboardError {

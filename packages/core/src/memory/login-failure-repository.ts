@@ -33,9 +33,14 @@ export function createLoginFailureRepository(options: {
         return times.length === 0 ? null : new Date(Math.min(...times)).toISOString()
       }),
 
-    clear: ({ emailKey }) =>
+    forget: ({ emailKey, at }) =>
       statement((log) => {
-        log.delete(loginFailures.byKey, emailKey)
+        const times = loginFailures.byKey.get(emailKey) ?? []
+        const index = times.lastIndexOf(at.getTime())
+        if (index === -1) return
+        const rest = times.filter((_, position) => position !== index)
+        if (rest.length === 0) log.delete(loginFailures.byKey, emailKey)
+        else log.set(loginFailures.byKey, emailKey, rest)
       }),
   }
 }

@@ -24,6 +24,7 @@ export interface StatusHooksRequest {
   readonly events: readonly string[]
 }
 
+/** `error` is shown to the API caller who asked for the registration: no internals of this server. */
 export type StatusHooksOutcome = { readonly ok: true } | { readonly ok: false; readonly error: string }
 
 /**

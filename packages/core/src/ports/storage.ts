@@ -395,7 +395,11 @@ export interface LoginFailureRepository {
   count(options: { emailKey: string; since: Date }): Promise<number>
   /** The time of the earliest failure recorded strictly after `since`, or null. */
   oldestSince(options: { emailKey: string; since: Date }): Promise<string | null>
-  clear(options: { emailKey: string }): Promise<void>
+  /**
+   * Takes back one failure recorded at `at`: the attempt that recorded it turned out to be a
+   * success. The other failures stay until they leave the window.
+   */
+  forget(options: { emailKey: string; at: Date }): Promise<void>
 }
 
 export interface WebhookLog {

@@ -578,7 +578,7 @@ export function runAccountStorageConformance(
     })
 
     describe('login failures', () => {
-      it('counts failures recorded strictly after a time, per key, until cleared', async () => {
+      it('counts failures recorded strictly after a time, per key, until forgotten one by one', async () => {
         const key = uniqueHash()
         const otherKey = uniqueHash()
         await storage.loginFailures.record({ emailKey: key, at: at(MINUTE) })
@@ -597,10 +597,20 @@ export function runAccountStorageConformance(
         )
         expect(await storage.loginFailures.oldestSince({ emailKey: key, since: at(3 * MINUTE) })).toBeNull()
 
-        await storage.loginFailures.clear({ emailKey: key })
+        await storage.loginFailures.record({ emailKey: key, at: at(2 * MINUTE) })
+        await storage.loginFailures.forget({ emailKey: key, at: at(2 * MINUTE) })
+        expect(await storage.loginFailures.count({ emailKey: key, since: at() })).toBe(3)
+        await storage.loginFailures.forget({ emailKey: key, at: at(2 * MINUTE) })
+        expect(await storage.loginFailures.count({ emailKey: key, since: at() })).toBe(2)
+        expect(await storage.loginFailures.oldestSince({ emailKey: key, since: at(MINUTE) })).toBe(
+          at(3 * MINUTE).toISOString(),
+        )
+        await storage.loginFailures.forget({ emailKey: key, at: at(MINUTE) })
+        await storage.loginFailures.forget({ emailKey: key, at: at(3 * MINUTE) })
         expect(await storage.loginFailures.count({ emailKey: key, since: at() })).toBe(0)
         expect(await storage.loginFailures.count({ emailKey: otherKey, since: at() })).toBe(1)
-        await storage.loginFailures.clear({ emailKey: uniqueHash() })
+        await storage.loginFailures.forget({ emailKey: key, at: at(MINUTE) })
+        await storage.loginFailures.forget({ emailKey: uniqueHash(), at: at() })
       })
 
       it('counts every one of 20 concurrent failures', async () => {
@@ -921,7 +931,7 @@ export function runAccountStorageConformance(
               stages: ['One'],
               at: at(),
             })
-            await tx.loginFailures.clear({ emailKey: failureKey })
+            await tx.loginFailures.forget({ emailKey: failureKey, at: at() })
             await tx.loginFailures.record({ emailKey: newKey, at: at() })
             await tx.webhookLogs.add(newWebhookLog(channel))
             throw failure
