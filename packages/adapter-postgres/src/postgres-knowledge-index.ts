@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { contentWords, type KnowledgeIndex, type KnowledgePassage, splitPassages } from '@switchboard/core'
 import type { Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
@@ -38,7 +39,10 @@ export async function createPostgresKnowledgeIndex(
 
   return {
     async add(document) {
-      const passages = splitPassages(document.content).map((text) => ({ text, words: contentWords(text) }))
+      const passages = splitPassages(document.content).map((text) => ({
+        text,
+        words: contentWords(text).map(lexemeOf),
+      }))
       await db.transaction(async (client) => {
         await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
           DOCUMENT_LOCK_KEY,
@@ -71,7 +75,7 @@ export async function createPostgresKnowledgeIndex(
     },
 
     async search({ companyId, agentId, query, limit }) {
-      const queryWords = [...new Set(contentWords(query))]
+      const queryWords = [...new Set(contentWords(query).map(lexemeOf))]
       if (queryWords.length === 0 || !(limit >= 1)) return []
       if (!isIntegerId(companyId) || !isIntegerId(agentId)) return []
       // Content words are letters only, so quoting each one makes a valid tsquery of them all.
@@ -98,6 +102,19 @@ export async function createPostgresKnowledgeIndex(
       )
     },
   }
+}
+
+/** The longest lexeme a tsvector or tsquery takes, in bytes. */
+const LEXEME_MAX_BYTES = 2046
+
+/**
+ * A content word as the index stores it: itself, or for a word too long to be a lexeme, a digest
+ * of it. Content words are letters only, so a digest (with its colon) never equals a real word, and
+ * the same long word in a document and in a query still meet.
+ */
+function lexemeOf(word: string): string {
+  if (word.length * 3 <= LEXEME_MAX_BYTES || Buffer.byteLength(word) <= LEXEME_MAX_BYTES) return word
+  return `long:${createHash('sha256').update(word).digest('hex')}`
 }
 
 interface Row {

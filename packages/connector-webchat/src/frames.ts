@@ -63,7 +63,8 @@ export function messageFrame(message: Message): MessageFrame {
 
 const text = z
   .string()
-  .refine((value) => value.trim().length > 0, 'must not be empty')
+  // 1..4000 characters as CONTRACT §7 counts them: a space is one.
+  .min(1, 'must not be empty')
   // Characters, not UTF-16 units: an emoji counts once.
   .refine(
     (value) => value.length <= MAX_MESSAGE_CHARACTERS || [...value].length <= MAX_MESSAGE_CHARACTERS,

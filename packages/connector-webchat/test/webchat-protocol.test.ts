@@ -129,7 +129,6 @@ describe('the webchat protocol', () => {
       JSON.stringify({ type: 'dance' }),
       JSON.stringify({ text: 'no type' }),
       JSON.stringify({ type: 'message', text: '' }),
-      JSON.stringify({ type: 'message', text: '   ' }),
       JSON.stringify({ type: 'message', text: 'x'.repeat(4001) }),
       JSON.stringify({ type: 'message', text: 7 }),
       JSON.stringify({ type: 'message', text: 'hi', clientMessageId: 'x'.repeat(101) }),
@@ -145,6 +144,11 @@ describe('the webchat protocol', () => {
     }
     visitor.socket.send(Buffer.from([1, 2, 3]), { binary: true })
     expect(await visitor.next()).toMatchObject({ type: 'error', code: 'VALIDATION_ERROR' })
+    // A space is a character too (1..4000 characters, CONTRACT §7).
+    visitor.send({ type: 'message', text: ' ', clientMessageId: 'space' })
+    expect(await visitor.next('ack')).toMatchObject({ clientMessageId: 'space' })
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'Still here' })
+    fixture.service.model.script(fixture.agentId, reply('Still here'))
     // 4000 emoji are 4000 characters, though 8000 UTF-16 units.
     visitor.send({ type: 'message', text: '😀'.repeat(4000), clientMessageId: 'emoji' })
     expect(await visitor.next('ack')).toMatchObject({ clientMessageId: 'emoji' })

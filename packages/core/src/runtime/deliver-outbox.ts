@@ -71,9 +71,11 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     const connector = context.connectors.get(integration.type)
     let outcome: Awaited<ReturnType<NonNullable<typeof connector>['send']>>
     if (connector === undefined) {
+      // Retryable: a connector may register after start (the webchat one does once the HTTP
+      // server listens), and a reply committed before that waits for it on the retry schedule.
       outcome = {
         ok: false,
-        retryable: false,
+        retryable: true,
         error: `no connector for integration type "${integration.type}"`,
       }
     } else {

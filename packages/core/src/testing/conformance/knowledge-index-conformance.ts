@@ -42,6 +42,29 @@ export function runKnowledgeIndexConformance(
       expect(results[0]!.score).toBeGreaterThan(0)
     })
 
+    it('takes words of any length, in documents and queries alike', async () => {
+      const index = await createIndex()
+      const companyId = uniqueId()
+      const agentId = uniqueId()
+      // Longer than a PostgreSQL lexeme may be (2046 bytes), in letters of two and three bytes too.
+      const long = 'b'.repeat(3000)
+      const wide = 'ж'.repeat(1500)
+      await index.add({
+        companyId,
+        agentId,
+        documentId: 'long',
+        content: `Refunds take two weeks ${long}.\n\nShipping ${wide} is free.`,
+      })
+
+      expect(
+        await index.search({ companyId, agentId, query: `refunds ${'c'.repeat(3000)}`, limit: 10 }),
+      ).toEqual([expect.objectContaining({ text: `Refunds take two weeks ${long}.` })])
+      expect(
+        (await index.search({ companyId, agentId, query: `${wide}?`, limit: 10 })).map((found) => found.text),
+      ).toEqual([`Shipping ${wide} is free.`])
+      expect(await index.search({ companyId, agentId, query: 'b'.repeat(2999), limit: 10 })).toEqual([])
+    })
+
     it('keeps the lines of one paragraph together', async () => {
       const index = await createIndex()
       const companyId = uniqueId()
