@@ -5,6 +5,14 @@ export function encodeCursor(position: unknown): string {
   return btoa(JSON.stringify(position)).replaceAll('+', '-').replaceAll('/', '_').replaceAll('=', '')
 }
 
+/**
+ * Whether `cursor` has the form every storage's cursors have (`Page.nextCursor`): base64url of
+ * JSON. A cursor of that form may still name no position of a given list; that list is then empty.
+ */
+export function isCursor(cursor: string): boolean {
+  return /^[A-Za-z0-9_-]+$/.test(cursor) && decodeCursor(cursor) !== undefined
+}
+
 /** Undefined when the cursor is not one this store wrote. */
 export function decodeCursor(cursor: string): unknown {
   try {

@@ -4,7 +4,10 @@ import type { WebhookOutcome } from '../domain/webhook-log.js'
 
 export interface Page<T> {
   readonly items: T[]
-  /** Null on the page that holds the last item. */
+  /**
+   * Null on the page that holds the last item. Otherwise JSON in base64url (`isCursor`), opaque to
+   * callers: the HTTP edge refuses any other cursor with 400 before a storage sees it.
+   */
   readonly nextCursor: string | null
 }
 
