@@ -147,6 +147,31 @@ describe('operators and the session lifecycle', () => {
     ])
   })
 
+  it("hands the conversation of a deleted agent to the integration's entry agent, which answers", async () => {
+    harness = await createConversationHarness({ agents: { solo: {}, billing: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('hi'), reply('solo again'))
+    const customer = harness.customer()
+    await customer.says('hello')
+    const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
+    await harness.switchboard.sessions.reassign({ ...target, agentId: harness.agent('billing') })
+    expect(
+      await harness.storage.agents.delete({ companyId: harness.companyId, id: harness.agent('billing') }),
+    ).toBe(true)
+
+    const received = await customer.sends('are you there?')
+
+    expect(received.queued).toBe(true)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual(['hi', 'solo again'])
+    const session = await customer.session()
+    expect(session.activeAgentId).toBe(harness.agent('solo'))
+    expect(session.metadata.agentPath.at(-1)).toMatchObject({
+      agentName: 'solo',
+      via: 'manual',
+      reason: `agent ${harness.agent('billing')} was deleted`,
+    })
+  })
+
   it('sends an operator message through the channel, also while paused', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('hi'))

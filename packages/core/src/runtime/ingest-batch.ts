@@ -133,7 +133,8 @@ export async function ingestMany(
       let queued = false
       if (session.state === 'ongoing') {
         const active = agents.get(agentKey(session))
-        if (active !== undefined && active !== null && active.kind !== 'human') {
+        // Null: the active agent was deleted, and the job hands the session to the entry agent.
+        if (active !== undefined && (active === null || active.kind !== 'human')) {
           jobs.push({
             companyId: session.companyId,
             sessionId: session.id,

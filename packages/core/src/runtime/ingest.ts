@@ -118,7 +118,8 @@ export async function ingest(
     if (session.state === 'ongoing') {
       const active =
         openedWith ?? (await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
-      if (active !== null && active.kind !== 'human') {
+      // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
+      if (active === null || active.kind !== 'human') {
         await tx.jobs.enqueue({
           companyId: session.companyId,
           sessionId: session.id,

@@ -1,5 +1,6 @@
 import { MAX_HISTORY_WINDOW, runTurn, type TurnOutcome } from '../agent/run-turn.js'
 import type { Agent } from '../domain/agent.js'
+import { type AgentPathEntry, pathEntry } from '../domain/agent-path.js'
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Message, Session, SessionErrorRecord } from '../domain/session.js'
 import { transition } from '../domain/session-state-machine.js'
@@ -53,7 +54,20 @@ export async function processJob(
   if (session === null || message === null || session.state !== 'ongoing') return skip(context, lease)
 
   const loadAgent = createAgentLoader(context, session.companyId)
-  const activeAgent = await loadAgent(session.activeAgentId)
+  let activeAgent = await loadAgent(session.activeAgentId)
+  /** The path entry of the entry agent taking over from an active agent that was deleted. */
+  let takeover: AgentPathEntry | undefined
+  if (activeAgent === null) {
+    // Deleting an agent that still holds conversations is allowed (CONTRACT §4 refuses only entry
+    // agents and targets); its customers are answered by the integration's entry agent instead.
+    const entryAgentId = (await storage.integrations.get({ id: session.integrationId }))?.entryAgentId
+    activeAgent = entryAgentId === undefined ? null : await loadAgent(entryAgentId)
+    if (activeAgent !== null) {
+      takeover = pathEntry(activeAgent, 'manual', context.clock.now(), {
+        reason: `agent ${session.activeAgentId} was deleted`,
+      })
+    }
+  }
   if (activeAgent === null || activeAgent.kind === 'human') return skip(context, lease)
 
   if (context.enforceCredits && (await storage.billing.getBalance({ companyId: session.companyId })) <= 0) {
@@ -75,7 +89,7 @@ export async function processJob(
     emitSafely(context, 'turn-started', { ...event, messageId: message.id, agentId: activeAgent.id })
   }
 
-  const outcome = await runTurn({
+  const turn = await runTurn({
     companyId: session.companyId,
     sessionId: session.id,
     activeAgent,
@@ -92,6 +106,8 @@ export async function processJob(
       return context.clock.now()
     },
   })
+
+  const outcome = takeover === undefined ? turn : { ...turn, pathEntries: [takeover, ...turn.pathEntries] }
 
   const committed = await updateSession(storage, { sessionId: session.id }, async (current, tx) => {
     if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
