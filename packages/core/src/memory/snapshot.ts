@@ -25,23 +25,7 @@ export function snapshotSession(
 ): Session {
   const customer = copy(session.customer, previous?.customer) as Session['customer']
   const metadata = copy(session.metadata, previous?.metadata) as Session['metadata']
-  const { pauseState } = session
-  if (pauseState === undefined) {
-    return Object.freeze<Session>({
-      id: session.id,
-      companyId: session.companyId,
-      integrationId: session.integrationId,
-      customer,
-      state: session.state,
-      activeAgentId: session.activeAgentId,
-      entryAgentId: session.entryAgentId,
-      metadata,
-      createdAt: session.createdAt,
-      updatedAt: session.updatedAt,
-      version,
-    })
-  }
-  return Object.freeze<Session>({
+  const row: { -readonly [Key in keyof Session]: Session[Key] } = {
     id: session.id,
     companyId: session.companyId,
     integrationId: session.integrationId,
@@ -50,11 +34,14 @@ export function snapshotSession(
     activeAgentId: session.activeAgentId,
     entryAgentId: session.entryAgentId,
     metadata,
-    pauseState: copy(pauseState, previous?.pauseState) as PauseState,
     createdAt: session.createdAt,
     updatedAt: session.updatedAt,
     version,
-  })
+  }
+  if (session.pauseState !== undefined) {
+    row.pauseState = copy(session.pauseState, previous?.pauseState) as PauseState
+  }
+  return Object.freeze(row)
 }
 
 function copy(value: unknown, previous: unknown): unknown {
