@@ -7,6 +7,7 @@
  *   npm run bench:webhook -w @switchboard/bench
  *   DATABASE_URL=postgres://… npm run bench:webhook -w @switchboard/bench
  *   BENCH_STORAGES=PostgreSQL npm run bench:webhook -w @switchboard/bench   one storage only
+ *   BENCH_CONNECTIONS=50 npm run bench:webhook -w @switchboard/bench       other concurrency (default 10)
  */
 import { cpus } from 'node:os'
 import { performance } from 'node:perf_hooks'
@@ -23,13 +24,30 @@ import {
 } from './webhook/storages.js'
 
 /** The HMAC-only and store rows alternate 1 s rounds; the answered row runs once, last. */
-const LOAD = { connections: 10, warmUpSeconds: 1, rounds: 5, roundSeconds: 1, answeredSeconds: 5 }
+const LOAD = {
+  connections: connectionsFromEnvironment(),
+  warmUpSeconds: 1,
+  rounds: 5,
+  roundSeconds: 1,
+  answeredSeconds: 5,
+}
 const SECRET = 'bench-webhook-secret-0123456789'
 const CUSTOMERS = 200
 /** The issue's aim for the webhook door against the HMAC-only route (on PostgreSQL). */
 const TARGET_RATIO = 0.5
 /** How long to wait for the agents to answer the backlog the answered row leaves behind. */
 const DRAIN_LIMIT_MS = 30_000
+
+/** Concurrent connections of the load; the aim is stated for the default, 10. */
+function connectionsFromEnvironment(): number {
+  const given = process.env.BENCH_CONNECTIONS
+  if (given === undefined || given === '') return 10
+  const connections = Number(given)
+  if (!Number.isInteger(connections) || connections < 1 || connections > 1000) {
+    throw new Error(`BENCH_CONNECTIONS must be an integer from 1 to 1000, got "${given}"`)
+  }
+  return connections
+}
 
 type RowKind = 'baseline' | 'store' | 'answered'
 

@@ -269,6 +269,35 @@ describe('transfer to a human', () => {
     ])
   })
 
+  it('blocks a reply still waiting for its retry, and announces before the transfer all the same', async () => {
+    await team(humanTeam, { humanTransfer: true })
+    harness.model.script(
+      harness.agent('reception'),
+      reply('Let me see.'),
+      handoff(harness.agent('humans'), 'wants a person'),
+    )
+    harness.connector.failNextSends(1)
+    const customer = harness.customer()
+    await customer.says('hello')
+    await customer.says('I want to talk to a person')
+
+    const session = await customer.session()
+    expect(session.state).toBe('paused')
+    expect(customer.received().map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+    expect(harness.connector.transfers).toEqual([
+      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
+    ])
+    // Paused: the agent's reply that was waiting for its retry never leaves.
+    await harness.clock.advance(60_000)
+    await harness.switchboard.idle()
+    expect(customer.received().map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+    const replies = (await customer.messages()).filter((message) => message.role !== 'customer')
+    expect(replies.map((message) => [message.text, message.delivery])).toEqual([
+      ['Let me see.', 'blocked'],
+      ['A colleague will take over.', 'sent'],
+    ])
+  })
+
   it('pauses even when the transfer fails, recording why', async () => {
     await team(humanTeam, { humanTransfer: true })
     harness.connector.failNextTransfer('platform answered 503')

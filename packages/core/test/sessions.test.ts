@@ -172,6 +172,31 @@ describe('operators and the session lifecycle', () => {
     })
   })
 
+  it('blocks the replies still waiting to be sent when a reassign to a human pauses the session', async () => {
+    harness = await createConversationHarness({
+      agents: { solo: {}, humans: { kind: 'human' } },
+      entry: 'solo',
+      humanTransfer: true,
+    })
+    harness.model.script(harness.agent('solo'), reply('hi'))
+    harness.connector.failNextSends(1)
+    const customer = harness.customer()
+    await customer.says('hello')
+    const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
+
+    const paused = await harness.switchboard.sessions.reassign({
+      ...target,
+      agentId: harness.agent('humans'),
+    })
+
+    expect(paused._unsafeUnwrap().state).toBe('paused')
+    await harness.clock.advance(60_000)
+    await harness.switchboard.idle()
+    expect(customer.replies()).toEqual([])
+    const [, agentReply] = await customer.messages()
+    expect(agentReply?.delivery).toBe('blocked')
+  })
+
   it('sends an operator message through the channel, also while paused', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('hi'))

@@ -127,6 +127,18 @@ export function createOutboxRepository(client: DbClient): OutboxRepository {
       return rows.length > 0
     },
 
+    async removeWaiting({ sessionId, messageIds, now }) {
+      const ids = messageIds.filter(isUuid)
+      if (!isUuid(sessionId) || ids.length === 0) return []
+      const rows = await client.query<{ message_id: string }>(
+        `DELETE FROM outbox WHERE session_id = $1::uuid AND message_id = ANY($2::uuid[])
+          AND (lease_token IS NULL OR leased_until <= $3::timestamptz)
+        RETURNING message_id`,
+        [sessionId, ids, timeParameter(now)],
+      )
+      return rows.map((row) => String(row.message_id))
+    },
+
     async removeForSession({ sessionId }) {
       if (!isUuid(sessionId)) return []
       // Claimed ones too: the session is closed, so their worker's remove or retry finds nothing.

@@ -141,6 +141,19 @@ export function createOutboxRepository(options: {
         return true
       }),
 
+    removeWaiting: ({ sessionId, messageIds, now }) =>
+      statement((log) => {
+        const removed: string[] = []
+        for (const messageId of messageIds) {
+          const record = outbox.rows.get(messageId)
+          if (record === undefined || record.sessionId !== sessionId) continue
+          if (record.leaseToken !== null && record.leasedUntil > now.getTime()) continue
+          log.delete(outbox.rows, messageId)
+          removed.push(messageId)
+        }
+        return removed
+      }),
+
     removeForSession: ({ sessionId }) =>
       statement((log) => {
         // Claimed ones too: the session is closed, so their worker's remove or retry finds nothing.

@@ -180,6 +180,12 @@ export interface OutboxRepository {
   }): Promise<boolean>
   /** Drops the session's waiting messages (the session closed); returns their ids. */
   removeForSession(options: { sessionId: string }): Promise<string[]>
+  /**
+   * Drops those of `messageIds` that no sender holds now (not yet tried, or waiting for a retry):
+   * messages blocked before they left, which must not hold the session's later ones back. One
+   * being sent stays; its sender removes it. Returns the ids dropped.
+   */
+  removeWaiting(options: { sessionId: string; messageIds: readonly string[]; now: Date }): Promise<string[]>
 }
 
 export interface JobLease {

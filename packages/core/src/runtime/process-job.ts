@@ -7,6 +7,7 @@ import { transition } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
 import type { JobLease } from '../ports/storage.js'
+import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
 import { emitSafely, listening, type RuntimeContext } from './runtime-context.js'
@@ -129,6 +130,9 @@ export async function processJob(
           ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
         }
         transferring = true
+        // Paused for the human: earlier replies that have not left stay unsent, and no longer hold
+        // back this turn's announcement, which goes out before the transfer.
+        await blockPending(tx, current.id, ['agent', 'system'], now)
       }
     }
     const stored: Message[] = []

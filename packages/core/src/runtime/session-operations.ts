@@ -5,6 +5,7 @@ import type { Message, Session } from '../domain/session.js'
 import { type SessionCommand, transition, validateResumeNote } from '../domain/session-state-machine.js'
 import { withJourneyStep } from '../domain/shared-context.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
+import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
@@ -61,10 +62,9 @@ export function createSessionOperations(
       }
       if (extra !== undefined) session = extra(session)
       // A paused session's agent stays silent; a closed one sends nothing at all.
-      if (session.state === 'paused')
-        await tx.messages.blockPending({ sessionId: current.id, roles: ['agent', 'system'] })
+      if (session.state === 'paused') await blockPending(tx, current.id, ['agent', 'system'], now())
       if (session.state === 'closed') {
-        await tx.messages.blockPending({ sessionId: current.id, roles: ['agent', 'system', 'operator'] })
+        await blockPending(tx, current.id, ['agent', 'system', 'operator'], now())
       }
       return { session, value: null }
     })
@@ -121,7 +121,7 @@ export function createSessionOperations(
           ]),
         )
       }
-      const result = await updateSession(context.storage, target, async (current) => {
+      const result = await updateSession(context.storage, target, async (current, tx) => {
         if (current.state === 'closed') {
           return { error: switchboardError('INVALID_STATE', 'cannot reassign a closed session') }
         }
@@ -143,6 +143,8 @@ export function createSessionOperations(
             state: paused.value.state,
             ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
           }
+          // Paused for the human: the agents' replies that have not left stay unsent (spec: paused).
+          await blockPending(tx, current.id, ['agent', 'system'], at)
         }
         return { session, value: null }
       })

@@ -1095,6 +1095,56 @@ export function runStorageConformance(
         expect(later.map((item) => item.messageId)).toEqual([future.id])
       })
 
+      it('removes the named messages nobody is sending, so they hold back no later one', async () => {
+        const inFlight = await addReply(session, at())
+        const waiting = await addReply(session, at())
+        const later = await addReply(session, at())
+        const claim = (message: Message, now = at(), leaseMs = 60_000) =>
+          storage.outbox.claim({ messageId: message.id, now, leaseMs, leaseToken: 'sender' })
+        expect(await claim(inFlight)).not.toBeNull()
+        const otherSession = await createSession(storage, channel)
+        const other = await addReply(otherSession, at())
+
+        expect(
+          await storage.outbox.removeWaiting({
+            sessionId: session.id,
+            messageIds: [inFlight.id, waiting.id, other.id, 'not-a-message'],
+            now: at(),
+          }),
+        ).toEqual([waiting.id])
+
+        // The one in flight leaves as usual; the one after it is next, not the removed one.
+        expect(await storage.outbox.remove({ messageId: inFlight.id, leaseToken: 'sender' })).toBe(true)
+        expect(await claim(later)).toMatchObject({ messageId: later.id })
+        // Waiting for a retry, or held by a lease that ran out: nobody is sending it.
+        expect(
+          await storage.outbox.retryLater({
+            messageId: later.id,
+            leaseToken: 'sender',
+            attempts: 1,
+            availableAt: at(HOUR),
+          }),
+        ).toBe(true)
+        expect(await claim(other, at(), 1000)).not.toBeNull()
+        expect(
+          await storage.outbox.removeWaiting({ sessionId: session.id, messageIds: [later.id], now: at() }),
+        ).toEqual([later.id])
+        expect(
+          await storage.outbox.removeWaiting({
+            sessionId: otherSession.id,
+            messageIds: [other.id],
+            now: at(999),
+          }),
+        ).toEqual([])
+        expect(
+          await storage.outbox.removeWaiting({
+            sessionId: otherSession.id,
+            messageIds: [other.id],
+            now: at(1000),
+          }),
+        ).toEqual([other.id])
+      })
+
       it("removes a closed session's messages, claimed or not, and no other session's", async () => {
         const inFlight = await addReply(session, at())
         const waiting = await addReply(session, at())
