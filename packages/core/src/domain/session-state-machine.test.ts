@@ -1,6 +1,12 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { type SessionCommand, type SessionStateSnapshot, transition } from './session-state-machine.js'
+import { truncate } from './session.js'
+import {
+  type SessionCommand,
+  type SessionStateSnapshot,
+  transition,
+  validateResumeNote,
+} from './session-state-machine.js'
 
 const at = new Date('2026-11-21T10:00:00.000Z')
 const ongoing: SessionStateSnapshot = { state: 'ongoing' }
@@ -71,6 +77,17 @@ describe('session state machine: the rows of the transition table', () => {
     expect(
       transition(ongoing, { type: 'pause', at, externalReference: 'x'.repeat(201) })._unsafeUnwrapErr().code,
     ).toBe('VALIDATION_ERROR')
+  })
+
+  it('counts those bounds and the resume note in characters: an emoji is one', () => {
+    const emoji = (count: number) => '😀'.repeat(count)
+    expect(transition(ongoing, { type: 'pause', at, reason: emoji(500) }).isOk()).toBe(true)
+    expect(transition(ongoing, { type: 'pause', at, reason: emoji(501) }).isErr()).toBe(true)
+    expect(transition(ongoing, { type: 'pause', at, externalReference: emoji(200) }).isOk()).toBe(true)
+    expect(transition(ongoing, { type: 'pause', at, externalReference: emoji(201) }).isErr()).toBe(true)
+    expect(validateResumeNote(emoji(500)).isOk()).toBe(true)
+    expect(validateResumeNote(emoji(501)).isErr()).toBe(true)
+    expect(truncate(`${emoji(3)}x`, 2)).toBe(emoji(2))
   })
 })
 

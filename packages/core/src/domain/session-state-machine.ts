@@ -2,6 +2,7 @@ import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from './errors.js'
 import {
   EXTERNAL_REFERENCE_MAX,
+  exceedsCharacters,
   PAUSE_REASON_MAX,
   type PauseState,
   RESUME_NOTE_MAX,
@@ -67,14 +68,14 @@ export function buildPauseState(
   reason?: string,
   externalReference?: string,
 ): Result<PauseState, SwitchboardError> {
-  if (reason !== undefined && reason.length > PAUSE_REASON_MAX) {
+  if (reason !== undefined && exceedsCharacters(reason, PAUSE_REASON_MAX)) {
     return err(
       switchboardError('VALIDATION_ERROR', `reason must be at most ${PAUSE_REASON_MAX} characters`, [
         { path: 'reason', message: `at most ${PAUSE_REASON_MAX} characters` },
       ]),
     )
   }
-  if (externalReference !== undefined && externalReference.length > EXTERNAL_REFERENCE_MAX) {
+  if (externalReference !== undefined && exceedsCharacters(externalReference, EXTERNAL_REFERENCE_MAX)) {
     return err(
       switchboardError(
         'VALIDATION_ERROR',
@@ -91,7 +92,7 @@ export function buildPauseState(
 }
 
 export function validateResumeNote(note: string | undefined): Result<string | undefined, SwitchboardError> {
-  if (note !== undefined && note.length > RESUME_NOTE_MAX) {
+  if (note !== undefined && exceedsCharacters(note, RESUME_NOTE_MAX)) {
     return err(
       switchboardError('VALIDATION_ERROR', `note must be at most ${RESUME_NOTE_MAX} characters`, [
         { path: 'note', message: `at most ${RESUME_NOTE_MAX} characters` },

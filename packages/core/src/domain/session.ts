@@ -80,5 +80,15 @@ export interface Message {
 
 /** Cut a text to a length limit, for failure reasons that come from outside. */
 export function truncate(text: string, max: number): string {
-  return text.length <= max ? text : text.slice(0, max)
+  if (text.length <= max) return text
+  const characters = [...text]
+  return characters.length <= max ? text : characters.slice(0, max).join('')
+}
+
+/**
+ * Whether `text` is longer than `max` characters as the spec's limits count them: code points,
+ * so an emoji is one (as zod counts at the edge), not the two UTF-16 units of `length`.
+ */
+export function exceedsCharacters(text: string, max: number): boolean {
+  return text.length > max && [...text].length > max
 }
