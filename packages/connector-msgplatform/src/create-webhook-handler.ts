@@ -120,7 +120,10 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
             httpStatus: 200,
             ...(duplicate
               ? { reason: `repeated ${webhookId === undefined ? 'message_id' : 'webhook-id'}` }
-              : {}),
+              : queued
+                ? {}
+                : // Not queued on an open session: paused, or a human agent holds it (CONTRACT §8).
+                  { reason: session.state === 'paused' ? 'session paused' : 'a human agent is active' }),
             sessionId: session.id,
             messageId: message.id,
           }),

@@ -268,6 +268,9 @@ describe('a conversation over msgplatform', () => {
     const integrationId = await stack.createIntegration(person)
     await stack.message(integrationId, 'hank', 'hello', {}, {})
     const session = await sessionOf(stack, integrationId, 'hank')
+    // Stored for the human, not queued: the log says why, as the session is not paused.
+    const logs = await stack.api('GET', `/api/integrations/${integrationId}/webhook-logs`)
+    expect(logs.body.logs[0]).toMatchObject({ outcome: 'stored_paused', reason: 'a human agent is active' })
     const sent = await stack.api('POST', `/api/sessions/${session.id}/messages`, {
       text: 'An operator here.',
     })

@@ -270,6 +270,7 @@ describe('the webhook log', () => {
       expect.objectContaining({
         outcome: 'stored_paused',
         httpStatus: 200,
+        reason: 'session paused',
         sessionId,
         messageId: expect.any(String),
       }),
