@@ -32,7 +32,10 @@ export interface SwitchboardOptions {
   readonly logger?: RuntimeLogger
   /** Jobs processed at once by this process; 0 makes it ingest only. Default 8. */
   readonly concurrency?: number
-  /** How long a job's lease lasts before another process may take it; renewed while a turn runs. Default 60 s. */
+  /**
+   * How long a job's lease lasts before another process may take it; renewed while a turn runs.
+   * Default 55 s: with a poll of 1 s, a job of a process that died is taken again within 60 s.
+   */
   readonly leaseMs?: number
   /** How often to look for due retries and abandoned jobs and deliveries. Default 1 s. */
   readonly pollMs?: number
@@ -68,6 +71,12 @@ export interface Switchboard {
   stop(options?: { timeoutMs?: number }): Promise<void>
 }
 
+/**
+ * CONTRACT §11 promises a job of a process that died is taken again within 60 s: the lease, then
+ * up to one poll interval before a live process notices it ran out, must fit in that.
+ */
+const DEFAULT_LEASE_MS = 55_000
+
 const silentLogger: RuntimeLogger = { warn: () => undefined, error: () => undefined }
 
 /**
@@ -89,7 +98,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     ids: options.ids ?? createRandomIds(),
     events,
     logger: options.logger ?? silentLogger,
-    leaseMs: options.leaseMs ?? 60_000,
+    leaseMs: options.leaseMs ?? DEFAULT_LEASE_MS,
     prices: options.prices ?? createPriceTable(),
     enforceCredits: options.enforceCredits ?? false,
   }

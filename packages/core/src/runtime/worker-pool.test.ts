@@ -3,6 +3,7 @@ import { createMemoryKnowledgeIndex } from '../knowledge/memory-knowledge-index.
 import { createMemoryStorage } from '../memory/memory-storage.js'
 import type { LlmProvider } from '../ports/llm-provider.js'
 import type { JobLease, Storage } from '../ports/storage.js'
+import { createManualClock } from '../testing/manual-clock.js'
 import { createRecordingConnector } from '../testing/recording-connector.js'
 import { createScriptedModel, reply } from '../testing/scripted-model.js'
 import { seedChannel } from '../testing/seed-channel.js'
@@ -122,5 +123,43 @@ describe('the worker pool', () => {
     await new Promise((resolve) => setTimeout(resolve, 100))
     expect(renewals).toHaveLength(renewed)
     await switchboard.stop()
+  })
+
+  it('takes a job of a process that died again within 60 s, at the default lease and poll (CONTRACT §11)', async () => {
+    const storage = createMemoryStorage()
+    const connector = createRecordingConnector()
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    const start = '2026-03-01T10:00:00.000Z'
+    // The process that dies: its model never answers, and its clock never moves again, so its
+    // lease is never renewed.
+    const dying = createSwitchboard({
+      storage,
+      model: { name: 'hangs', complete: () => new Promise(() => undefined) },
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    const leased = new Promise((resolve) => dying.events.once('turn-started', resolve))
+    await dying.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await leased
+
+    const model = createScriptedModel()
+    model.script(agent.id, reply('taken over'))
+    const clock = createManualClock(start)
+    const survivor = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock,
+    })
+    // Its polls are a second apart at most; a later one than this would break the promise.
+    for (let elapsed = 0; elapsed < 59_000 && connector.sent.length === 0; elapsed += 250) {
+      await clock.advance(250)
+    }
+    await vi.waitFor(() => expect(connector.sent.map((sent) => sent.text)).toEqual(['taken over']))
+    expect(clock.now().getTime() - Date.parse(start)).toBeLessThanOrEqual(59_000)
+    await survivor.stop()
+    await dying.stop({ timeoutMs: 0 })
   })
 })
