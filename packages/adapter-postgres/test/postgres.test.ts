@@ -15,9 +15,12 @@ import {
   createPostgresKnowledgeIndex,
   createPostgresStorage,
   type Db,
+  type DbClient,
   MIGRATIONS,
   migrate,
 } from '../src/index.js'
+import { createMessageRepository } from '../src/storage/message-repository.js'
+import { createSessionRepository } from '../src/storage/session-repository.js'
 import { runAdapterCases } from './support/adapter-cases.js'
 import { runDurabilityCases } from './support/durability-cases.js'
 
@@ -134,6 +137,88 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         )
       } finally {
         await Promise.all([first.close(), second.close()])
+        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
+      }
+    })
+
+    it('finds messages by external id and sessions by customer reading only their rows, whatever plan the connection cached while the tables were small', async () => {
+      // A new database's first webhooks prepare these statements on nearly empty tables; PostgreSQL
+      // may then keep a generic plan for the connection's life. One that read all of an integration's
+      // rows made each webhook batch slower as the tables grew.
+      const fresh = `switchboard_plans_${randomBytes(6).toString('hex')}`
+      await admin.query(`CREATE SCHEMA ${fresh}`)
+      const pool = connectTo(fresh, 1)
+      const freshStorage = await createPostgresStorage({ db: pool })
+      try {
+        const { companyId, agent, integration } = await seedChannel(freshStorage)
+        const integrationId = integration.id
+        const lookUp = (client: DbClient) =>
+          Promise.all([
+            createMessageRepository(client).findByExternalIds({
+              integrationId,
+              externalIds: ['m-7', 'm-none'],
+            }),
+            createSessionRepository(client).findOpenMany({ integrationId, clientIds: ['c-7', 'c-none'] }),
+          ])
+        const at = new Date()
+        const store = async (from: number, to: number) => {
+          const sessions: Session[] = []
+          for (let index = from; index < to; index++) {
+            sessions.push(
+              await freshStorage.sessions.create({
+                id: randomUUID(),
+                companyId,
+                integrationId,
+                customer: { clientId: `c-${index}` },
+                state: 'ongoing',
+                activeAgentId: agent.id,
+                entryAgentId: agent.id,
+                metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
+                createdAt: at.toISOString(),
+                updatedAt: at.toISOString(),
+              }),
+            )
+          }
+          await freshStorage.messages.insertMany(
+            sessions.map((session, position) => ({
+              id: randomUUID(),
+              companyId,
+              sessionId: session.id,
+              integrationId,
+              role: 'customer' as const,
+              text: 'hello',
+              at,
+              externalId: `m-${from + position}`,
+            })),
+          )
+        }
+        // A few rows, then past the five custom plans after which PostgreSQL may settle on a
+        // generic one for the connection, then many more rows.
+        await store(0, 50)
+        for (let time = 0; time < 8; time++) await lookUp(pool)
+        await store(50, 300)
+
+        const { found, read } = await pool.transaction(async (client) => {
+          const tuplesRead = async () => {
+            const rows = await client.query<{ relname: string; tuples: string }>(
+              `SELECT relname, coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS tuples
+              FROM pg_stat_xact_user_tables WHERE schemaname = $1`,
+              [fresh],
+            )
+            return new Map(rows.map((row) => [row.relname, Number(row.tuples)]))
+          }
+          const before = await tuplesRead()
+          const found = await lookUp(client)
+          const after = await tuplesRead()
+          const read = (table: string) => (after.get(table) ?? 0) - (before.get(table) ?? 0)
+          return { found, read: { messages: read('messages'), sessions: read('sessions') } }
+        })
+        expect(found[0].map((message) => message.externalId)).toEqual(['m-7'])
+        expect(found[1].map((session) => session.customer.clientId)).toEqual(['c-7'])
+        expect(read).toEqual({ messages: 1, sessions: 1 })
+      } finally {
+        await freshStorage.close()
+        await pool.close()
         await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
       }
     })

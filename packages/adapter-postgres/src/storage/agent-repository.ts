@@ -10,6 +10,7 @@ import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from '../paging.js'
 import { isIntegerId, jsonParameter, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
+import { lookUpEachSql } from './look-up-each.js'
 
 const COLUMNS = `id, company_id, name, role, kind, system_prompt, llm_model, routing_model, routing_config,
   max_depth, handoff, fallback_reply, created_at, updated_at`
@@ -92,8 +93,10 @@ export function createAgentRepository(client: DbClient): AgentRepository {
       const wanted = [...new Set(ids)].filter(isIntegerId)
       if (wanted.length === 0) return []
       const rows = await client.query(
-        `SELECT ${COLUMNS} FROM agents
-        WHERE company_id = $1 AND id IN (SELECT value::integer FROM jsonb_array_elements_text($2::jsonb))`,
+        lookUpEachSql(
+          '$2',
+          `SELECT ${COLUMNS} FROM agents WHERE company_id = $1 AND id = wanted.value::integer`,
+        ),
         [companyId, storableJson(wanted)],
       )
       return rows.map(agentOf)

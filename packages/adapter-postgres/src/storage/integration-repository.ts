@@ -3,6 +3,7 @@ import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from '../paging.js'
 import { isBigintId, jsonParameter, timeParameter, toInteger, toIso } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
+import { lookUpEachSql } from './look-up-each.js'
 
 const COLUMNS = `id, company_id, type, name, active, entry_agent_id, config, webhook_secret, created_at,
   updated_at`
@@ -66,8 +67,7 @@ export function createIntegrationRepository(client: DbClient): IntegrationReposi
       const valid = ids.filter(isBigintId)
       if (valid.length === 0) return []
       const rows = await client.query(
-        `SELECT ${COLUMNS} FROM integrations
-        WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)`,
+        lookUpEachSql('$1', `SELECT ${COLUMNS} FROM integrations WHERE id = wanted.value::bigint`),
         [storableJson(valid)],
       )
       return rows.map(integrationOf)

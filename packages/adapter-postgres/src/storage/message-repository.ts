@@ -2,6 +2,7 @@ import type { Delivery, Message, MessageRepository, MessageRole, NewMessage } fr
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
+import { lookUpEachSql } from './look-up-each.js'
 import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 const COLUMNS = 'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, delivery'
@@ -112,9 +113,10 @@ export function createMessageRepository(client: DbClient): MessageRepository {
     async findByExternalIds({ integrationId, externalIds }) {
       if (!isBigintId(integrationId) || externalIds.length === 0) return []
       const rows = await client.query(
-        `SELECT ${COLUMNS} FROM messages
-        WHERE integration_id = $1::bigint
-          AND external_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+        lookUpEachSql(
+          '$2',
+          `SELECT ${COLUMNS} FROM messages WHERE integration_id = $1::bigint AND external_id = wanted.value`,
+        ),
         [integrationId, storableJson(externalIds)],
       )
       return rows.map(messageOf)

@@ -10,6 +10,7 @@ import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
+import { lookUpEachSql } from './look-up-each.js'
 
 const COLUMNS = `id, company_id, integration_id, customer, state, active_agent_id, entry_agent_id, metadata,
   pause_state, created_at, updated_at, version, insertion`
@@ -91,9 +92,11 @@ export function createSessionRepository(client: DbClient): SessionRepository {
     async findOpenMany({ integrationId, clientIds }) {
       if (!isBigintId(integrationId) || clientIds.length === 0) return []
       const rows = await client.query(
-        `SELECT ${COLUMNS} FROM sessions
-        WHERE integration_id = $1::bigint AND state <> 'closed'
-          AND client_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
+        lookUpEachSql(
+          '$2',
+          `SELECT ${COLUMNS} FROM sessions
+          WHERE integration_id = $1::bigint AND state <> 'closed' AND client_id = wanted.value`,
+        ),
         [integrationId, storableJson(clientIds)],
       )
       return rows.map(sessionOf)
