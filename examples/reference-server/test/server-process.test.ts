@@ -2,6 +2,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import {
+  replyAnswer,
+  startFakeOpenAiServer,
+} from '../../../packages/provider-openai/test/support/fake-openai-server.js'
+import { startFakePlatform } from './support/fake-platform.js'
+import { sendWebhook, setUpTenant } from './support/http-client.js'
 import { type ServerProcess, startServerProcess } from './support/server-process.js'
 
 const servers: ServerProcess[] = []
@@ -28,6 +34,52 @@ describe('the reference server process', () => {
     expect(await server.stop()).toBe(0)
     expect(Date.now() - started).toBeLessThan(15_000)
   })
+
+  it('exits 0 within 15 s of SIGTERM while a model call hangs, and the message is answered after a restart', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'switchboard-'))
+    const model = await startFakeOpenAiServer()
+    const platform = await startFakePlatform()
+    try {
+      // The model takes a minute: longer than the drain, longer than the whole shutdown may take.
+      model.otherwise(replyAnswer('too late', { delayMs: 60_000 }))
+      const environment = { DATA_DIR: dataDir, OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: model.url }
+      const first = startProcess(environment)
+      const url = await first.listening
+      const tenant = await setUpTenant(url, {
+        email: 'owner@shop.test',
+        password: 'correct horse battery',
+        knowledge: 'We ship within 3 days.',
+        platformUrl: platform.url,
+      })
+      const sent = await sendWebhook(url, tenant, {
+        clientId: 'ann',
+        text: 'where is my parcel?',
+        messageId: 'm-1',
+      })
+      expect(sent.status).toBe(200)
+      const deadline = Date.now() + 10_000
+      while (model.requests.length === 0 && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(model.requests).toHaveLength(1)
+
+      const stopping = Date.now()
+      expect(await first.stop()).toBe(0)
+      expect(Date.now() - stopping).toBeLessThan(15_000)
+      expect(platform.replies).toEqual([])
+
+      // The acknowledged message was not lost with the turn that was cut short.
+      model.reset()
+      model.otherwise(replyAnswer('Your parcel left on Monday.'))
+      const restarted = startProcess(environment)
+      await restarted.listening
+      const replies = await platform.waitForReplies(1, 20_000)
+      expect(replies).toEqual([{ clientId: 'ann', text: 'Your parcel left on Monday.' }])
+      expect(await restarted.stop()).toBe(0)
+    } finally {
+      await Promise.all([model.close(), platform.close()])
+      await rm(dataDir, { recursive: true, force: true })
+    }
+  }, 60_000)
 
   it('refuses to start without JWT_SECRET when DATABASE_URL is set, saying what to fix', async () => {
     const server = startProcess({

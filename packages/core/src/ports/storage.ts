@@ -216,6 +216,10 @@ export interface JobQueue {
   /** `enqueue` for several messages at once, in the order given; all or none. */
   enqueueMany(jobs: readonly NewJob[]): Promise<void>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
+  /**
+   * Extends the holder's lease to `now + leaseMs`; false when it is not the holder any more. With
+   * `leaseMs: 0` the job is given back: free for any worker at once, no attempt counted.
+   */
   renew(options: { jobId: string; token: string; now: Date; leaseMs: number }): Promise<boolean>
   /** Inside the transaction that commits the turn; false when the lease was taken over. */
   complete(options: { jobId: string; token: string }): Promise<boolean>

@@ -162,4 +162,36 @@ describe('the worker pool', () => {
     await survivor.stop()
     await dying.stop({ timeoutMs: 0 })
   })
+
+  it('gives back the job of a turn a stop cut short, so another process takes it at once', async () => {
+    const storage = createMemoryStorage()
+    const connector = createRecordingConnector()
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    const start = '2026-03-01T10:00:00.000Z'
+    const stopping = createSwitchboard({
+      storage,
+      model: { name: 'hangs', complete: () => new Promise(() => undefined) },
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    const leased = new Promise((resolve) => stopping.events.once('turn-started', resolve))
+    await stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await leased
+    await stopping.stop({ timeoutMs: 0 })
+
+    const model = createScriptedModel()
+    model.script(agent.id, reply('taken over'))
+    // The same moment: nothing waits for the cut-short turn's lease to run out.
+    const next = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    await next.idle()
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['taken over'])
+    await next.stop()
+  })
 })

@@ -12,7 +12,11 @@ export interface WorkerPool {
   wake(): void
   /** Resolves when no job is running and none can be leased right now. */
   idle(): Promise<void>
-  /** Takes no new job; resolves when the running ones finished or `timeoutMs` passed. */
+  /**
+   * Takes no new job; resolves when the running ones finished or `timeoutMs` passed. The leases of
+   * jobs still running then are given back, so another process, or this one started again, takes
+   * them at once instead of when the lease runs out.
+   */
   stop(timeoutMs: number): Promise<void>
 }
 
@@ -22,6 +26,7 @@ export function createWorkerPool(
   options: { concurrency: number; pollMs: number },
 ): WorkerPool {
   const running = new Map<JobLease, Promise<void>>()
+  const renewals = new Map<JobLease, LeaseRenewal>()
   const timers = new Set<() => void>()
   let stopping = false
   let pumping: Promise<void> | null = null
@@ -100,6 +105,7 @@ export function createWorkerPool(
     let renewal: LeaseRenewal | undefined
     try {
       renewal = new LeaseRenewal(context, lease)
+      renewals.set(lease, renewal)
       await processJob(context, delivery, lease)
     } catch (error) {
       if (!(error instanceof LeaseLost)) {
@@ -111,6 +117,7 @@ export function createWorkerPool(
       }
     } finally {
       renewal?.stop()
+      renewals.delete(lease)
       // After an await, so `run` has put the job in `running` by now.
       running.delete(lease)
       if (workMayBeWaiting) pool.wake()
@@ -187,7 +194,31 @@ export function createWorkerPool(
         }),
       ])
       clearTimeout(timer)
+      await Promise.all([...running.keys()].map(giveBack))
     },
+  }
+
+  /**
+   * A lease renewed to end now: the job is free for any worker at once. Its turn may still finish
+   * here and commit, unless another worker took the job first (the commit is fenced by the token).
+   */
+  async function giveBack(lease: JobLease): Promise<void> {
+    renewals.get(lease)?.stop()
+    try {
+      await context.storage.jobs.renew({
+        jobId: lease.jobId,
+        token: lease.token,
+        now: context.clock.now(),
+        leaseMs: 0,
+      })
+      context.logger.warn(
+        { jobId: lease.jobId, sessionId: lease.sessionId },
+        'stopped before a turn finished; its job is given back',
+      )
+    } catch (error) {
+      // Its lease runs out and the job is taken again then.
+      context.logger.error({ jobId: lease.jobId, error: String(error) }, 'could not give back a job')
+    }
   }
 
   const unsubscribe = context.storage.jobs.onAvailable(() => pool.wake())

@@ -236,6 +236,24 @@ export function runJobQueueConformance(
       expect((await lease('taker', at(20_000 + LEASE_MS + 1)))?.jobId).toBe(leased.jobId)
     })
 
+    it('frees a lease renewed for 0 ms at once, with no attempt counted, and still lets its holder complete', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+      const leased = (await lease('stopping'))!
+      expect(
+        await storage.jobs.renew({ jobId: leased.jobId, token: 'stopping', now: at(1_000), leaseMs: 0 }),
+      ).toBe(true)
+      // Given back: nobody has taken it yet, so the holder may still finish it.
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'stopping' })).toBe(true)
+
+      await receive(session)
+      const second = (await lease('stopping'))!
+      await storage.jobs.renew({ jobId: second.jobId, token: 'stopping', now: at(1_000), leaseMs: 0 })
+      const taken = (await lease('restarted', at(1_000)))!
+      expect(taken).toMatchObject({ jobId: second.jobId, token: 'restarted', attempts: 0 })
+      expect(await storage.jobs.complete({ jobId: second.jobId, token: 'stopping' })).toBe(false)
+    })
+
     it('neither renews nor completes a finished job', async () => {
       const session = await createSession(storage, channel)
       await receive(session)
