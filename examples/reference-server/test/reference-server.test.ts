@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto'
 import { request as httpsRequest } from 'node:https'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -57,6 +58,52 @@ describe('the reference server', () => {
     const agents = await json(await fetch(`${url}/api/agents`, { headers }))
     expect(agents).toEqual({ status: 200, body: { agents: [], nextCursor: null } })
     expect((await fetch(`${url}/api/agents`)).status).toBe(401)
+  })
+
+  it('accepts an access token minted with JWT_SECRET and only the claims of CONTRACT §3; its logout revokes every login of the user', async () => {
+    const secret = 'a shared secret of the reference server tests'
+    const { url } = await start({ JWT_SECRET: secret })
+    const post = (path: string, body: unknown, token?: string) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        },
+        body: JSON.stringify(body),
+      })
+    const credentials = { email: 'minted@shop.test', password: 'correct horse' }
+    await post('/api/auth/register', { ...credentials, companyName: 'Shop' })
+    const logins = await Promise.all(
+      [1, 2].map(async () => (await json(await post('/api/auth/login', credentials))).body),
+    )
+    const { user } = logins[0] as { user: { id: string; companyId: number } }
+
+    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const now = Math.floor(Date.now() / 1000)
+    const mint = (claims: Record<string, unknown>) => {
+      const signingInput = `${encode({ alg: 'HS256', typ: 'JWT' })}.${encode(claims)}`
+      return `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`
+    }
+    const minted = mint({ sub: user.id, cid: user.companyId, iat: now, exp: now + 600 })
+
+    const me = await json(
+      await fetch(`${url}/api/auth/me`, { headers: { authorization: `Bearer ${minted}` } }),
+    )
+    expect(me).toMatchObject({ status: 200, body: { user: { id: user.id, email: credentials.email } } })
+    const expired = mint({ sub: user.id, cid: user.companyId, iat: now - 600, exp: now - 1 })
+    expect(
+      (await fetch(`${url}/api/auth/me`, { headers: { authorization: `Bearer ${expired}` } })).status,
+    ).toBe(401)
+
+    // It names no login, so logging out with it logs out every login of its user.
+    expect((await post('/api/auth/logout', {}, minted)).status).toBe(204)
+    for (const login of logins as { session: { refresh_token: string } }[]) {
+      const refreshed = await json(
+        await post('/api/auth/refresh', { refresh_token: login.session.refresh_token }),
+      )
+      expect(refreshed).toMatchObject({ status: 401, body: { error: { code: 'REFRESH_FAILED' } } })
+    }
   })
 
   it('marks superadmins from SUPERADMIN_EMAILS', async () => {

@@ -83,6 +83,23 @@ describe('createJoseTokenSigner', () => {
     )
   })
 
+  it('accepts a token minted elsewhere with only the claims of CONTRACT §3: sub, cid, iat, exp', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const mint = (payload: Record<string, unknown>) => {
+      const signingInput = `${encodePart({ alg: 'HS256', typ: 'JWT' })}.${encodePart(payload)}`
+      return `${signingInput}.${createHmac('sha256', SECRET).update(signingInput).digest('base64url')}`
+    }
+    const minted = { sub: claims.userId, cid: claims.companyId, iat: claims.issuedAt, exp: claims.expiresAt }
+
+    expect(await signer.verify(mint(minted), { now: NOW })).toEqual({ ...claims, loginId: null })
+    expect(await signer.verify(mint({ ...minted, sid: 7 }), { now: NOW })).toBeNull()
+    const { cid: _cid, ...withoutCompany } = minted
+    expect(await signer.verify(mint(withoutCompany), { now: NOW })).toBeNull()
+    // And what it signs for such claims carries no sid either.
+    const token = await signer.sign({ ...claims, loginId: null })
+    expect(decodePart(token.split('.')[1])).toEqual(minted)
+  })
+
   it('refuses another key, alg none and any alg but HS256, even after the genuine token was verified', async () => {
     const signer = createJoseTokenSigner({ secret: SECRET })
     const genuine = await signer.sign(claims)

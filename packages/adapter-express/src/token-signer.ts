@@ -43,7 +43,7 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
 
   return {
     sign: async (claims) =>
-      new SignJWT({ cid: claims.companyId, sid: claims.loginId })
+      new SignJWT({ cid: claims.companyId, ...(claims.loginId === null ? {} : { sid: claims.loginId }) })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(claims.userId)
         .setIssuedAt(claims.issuedAt)
@@ -66,11 +66,13 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
         })
         const { sub, cid, sid, iat, exp } = payload
         if (typeof sub !== 'string' || typeof cid !== 'number' || !Number.isSafeInteger(cid)) return null
-        if (typeof sid !== 'string' || typeof iat !== 'number' || typeof exp !== 'number') return null
+        // `sid` is ours: a token with only the claims CONTRACT §3 names is valid without it.
+        if (sid !== undefined && typeof sid !== 'string') return null
+        if (typeof iat !== 'number' || typeof exp !== 'number') return null
         const claims: AccessTokenClaims = {
           userId: sub,
           companyId: cid,
-          loginId: sid,
+          loginId: sid ?? null,
           issuedAt: iat,
           expiresAt: exp,
         }

@@ -64,5 +64,13 @@ export function createRefreshTokenRepository(client: DbClient): RefreshTokenRepo
         [loginId, timeParameter(at)],
       )
     },
+
+    async revokeUser({ userId, at }) {
+      if (!isUuid(userId)) return
+      await client.query(
+        'UPDATE refresh_tokens SET revoked_at = $2::timestamptz WHERE user_id = $1::uuid AND revoked_at IS NULL',
+        [userId, timeParameter(at)],
+      )
+    },
   }
 }

@@ -312,7 +312,11 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     async logout(principal) {
       if (principal.kind !== 'session')
         return err(switchboardError('FORBIDDEN', 'an API token cannot log out'))
-      await storage.refreshTokens.revokeLogin({ loginId: principal.loginId, at: clock.now() })
+      if (principal.loginId === null) {
+        await storage.refreshTokens.revokeUser({ userId: principal.userId, at: clock.now() })
+      } else {
+        await storage.refreshTokens.revokeLogin({ loginId: principal.loginId, at: clock.now() })
+      }
       return ok(undefined)
     },
 

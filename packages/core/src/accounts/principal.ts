@@ -4,7 +4,8 @@ export type Principal =
       readonly kind: 'session'
       readonly userId: string
       readonly companyId: number
-      readonly loginId: string
+      /** Null when the access token names no login (see `AccessTokenClaims`). */
+      readonly loginId: string | null
     }
   | {
       readonly kind: 'api-token'

@@ -69,5 +69,14 @@ export function createRefreshTokenRepository(options: {
           log.set(refreshTokens.rows, id, snapshot<RefreshToken>({ ...token, revokedAt }))
         }
       }),
+
+    revokeUser: ({ userId, at }) =>
+      statement((log) => {
+        const revokedAt = at.toISOString()
+        for (const token of refreshTokens.rows.values()) {
+          if (token.userId !== userId || token.revokedAt !== undefined) continue
+          log.set(refreshTokens.rows, token.id, snapshot<RefreshToken>({ ...token, revokedAt }))
+        }
+      }),
   }
 }

@@ -9,8 +9,13 @@ export interface AccessTokenClaims {
   readonly userId: string
   /** The integer company `id`. */
   readonly companyId: number
-  /** The login the token descends from; logging out revokes that login's refresh tokens. */
-  readonly loginId: string
+  /**
+   * The login the token descends from; logging out revokes that login's refresh tokens. Null for
+   * a token that names none: CONTRACT §3 lists only `sub`, `cid`, `iat` and `exp`, so a token
+   * minted elsewhere with the shared secret is valid without it; logging out with one revokes
+   * every refresh token of its user.
+   */
+  readonly loginId: string | null
   readonly issuedAt: number
   readonly expiresAt: number
 }

@@ -308,6 +308,8 @@ export interface RefreshTokenRepository {
   markUsed(options: { id: string; at: Date }): Promise<boolean>
   /** Revokes every token of the login that is not revoked yet; earlier revocations keep their time. */
   revokeLogin(options: { loginId: string; at: Date }): Promise<void>
+  /** `revokeLogin` for every login of the user. */
+  revokeUser(options: { userId: string; at: Date }): Promise<void>
 }
 
 /** A company API token as stored, without its secret. */

@@ -110,7 +110,7 @@ describe('createFakeTokenSigner', () => {
       { ...good, sub: 7 },
       { ...good, cid: '42' },
       { ...good, cid: 1.5 },
-      { ...good, sid: undefined },
+      { ...good, sid: 7 },
       { ...good, exp: '9999999999' },
       [good],
       'claims',
@@ -118,6 +118,23 @@ describe('createFakeTokenSigner', () => {
     ]) {
       expect(await signer.verify(forge({ alg: 'HS256' }, payload), { now: NOW })).toBeNull()
     }
+  })
+
+  it('accepts a token without sid, as CONTRACT §3 lists only sub, cid, iat and exp', async () => {
+    const { sid: _sid, ...minted } = {
+      sub: claims.userId,
+      cid: 42,
+      sid: 'x',
+      iat: NOW_SECONDS,
+      exp: NOW_SECONDS + 60,
+    }
+    expect(await signer.verify(forge({ alg: 'HS256' }, minted), { now: NOW })).toEqual({
+      userId: claims.userId,
+      companyId: 42,
+      loginId: null,
+      issuedAt: NOW_SECONDS,
+      expiresAt: NOW_SECONDS + 60,
+    })
   })
 
   it('answers null, never throws, for any string', async () => {

@@ -329,6 +329,31 @@ export function runAccountStorageConformance(
       })
     })
 
+    it("revokes every token of a user, of all their logins, and no other user's", async () => {
+      const user = await createUser(storage, company)
+      const other = await createUser(storage, company)
+      const first = await createRefreshToken(storage, user)
+      const second = await createRefreshToken(storage, user)
+      const earlier = await createRefreshToken(storage, user)
+      await storage.refreshTokens.revokeLogin({ loginId: earlier.loginId, at: at(MINUTE) })
+      const othersToken = await createRefreshToken(storage, other)
+
+      await storage.refreshTokens.revokeUser({ userId: user.id, at: at(HOUR) })
+
+      for (const token of [first, second]) {
+        expect((await storage.refreshTokens.findByHash({ tokenHash: token.tokenHash }))?.revokedAt).toBe(
+          at(HOUR).toISOString(),
+        )
+      }
+      expect((await storage.refreshTokens.findByHash({ tokenHash: earlier.tokenHash }))?.revokedAt).toBe(
+        at(MINUTE).toISOString(),
+      )
+      expect(await storage.refreshTokens.findByHash({ tokenHash: othersToken.tokenHash })).toEqual(
+        othersToken,
+      )
+      await storage.refreshTokens.revokeUser({ userId: randomUUID(), at: at(HOUR) })
+    })
+
     describe('API tokens', () => {
       let user: User
 
