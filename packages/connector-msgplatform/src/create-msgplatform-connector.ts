@@ -27,8 +27,6 @@ export type MsgPlatformConnector = Connector &
   Required<Pick<Connector, 'transferToHuman' | 'registerStatusHooks'>>
 
 const DEFAULT_TIMEOUT_MS = 10_000
-/** Refusals that say "not now" rather than "never". */
-const RETRY_LATER: ReadonlySet<number> = new Set([408, 429])
 
 /**
  * The outbound side of the msgplatform channel: replies, transfer to a human operator and the
@@ -54,9 +52,8 @@ export function createMsgPlatformConnector(options: MsgPlatformConnectorOptions 
         type: 'to_client',
       })
       if (isSuccess(result)) return { ok: true }
-      // No answer, a 5xx, a timeout (408) or a rate limit (429) may pass; any other 4xx says this
-      // request will never be accepted.
-      const retryable = !result.answered || result.status >= 500 || RETRY_LATER.has(result.status)
+      // CONTRACT §6: no answer, a timeout or a 5xx is retried; a 4xx is not, 408 and 429 included.
+      const retryable = !result.answered || result.status >= 500
       return { ok: false, retryable, error: describeResult(result) }
     },
 

@@ -86,32 +86,32 @@ describe('send', () => {
     expect(platform.calls.map((call) => call.path)).toEqual(['/tenant-a/v1/messages'])
   })
 
-  it.each([408, 429, 500, 502, 503])(
-    'calls a %i retryable, with the status and body in the error',
-    async (status) => {
-      platform.failNext('/v1/messages', 1, status, 'upstream hiccup')
-      const outcome = await createMsgPlatformConnector().send({
-        integration: integrationAt(platform.url),
-        session,
-        message,
-      })
-      expect(outcome).toEqual({
-        ok: false,
-        retryable: true,
-        error: `msgplatform answered ${status}: upstream hiccup`,
-      })
-    },
-  )
-
-  it.each([400, 401, 404, 422])('calls a %i final: retrying cannot help', async (status) => {
-    platform.failNext('/v1/messages', 1, status, '{"error":"nope"}')
+  it.each([500, 502, 503])('calls a %i retryable, with the status and body in the error', async (status) => {
+    platform.failNext('/v1/messages', 1, status, 'upstream hiccup')
     const outcome = await createMsgPlatformConnector().send({
       integration: integrationAt(platform.url),
       session,
       message,
     })
-    expect(outcome).toMatchObject({ ok: false, retryable: false })
+    expect(outcome).toEqual({
+      ok: false,
+      retryable: true,
+      error: `msgplatform answered ${status}: upstream hiccup`,
+    })
   })
+
+  it.each([400, 401, 404, 408, 422, 429])(
+    'calls a %i final, as CONTRACT §6 says of every 4xx',
+    async (status) => {
+      platform.failNext('/v1/messages', 1, status, '{"error":"nope"}')
+      const outcome = await createMsgPlatformConnector().send({
+        integration: integrationAt(platform.url),
+        session,
+        message,
+      })
+      expect(outcome).toMatchObject({ ok: false, retryable: false })
+    },
+  )
 
   it('gives up on a platform slower than the timeout, as a retryable failure', async () => {
     platform.delay('/v1/messages', 500)
