@@ -96,7 +96,8 @@ describe('entry routing', () => {
     const customer = harness.customer()
     await customer.says('hello')
     expect(await customer.activeAgent()).toBe('reception')
-    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'fallback', depth: 0 })
+    // The entry agent classifies at depth 1: "at depth 1 that is the session's entry agent" (§10).
+    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'fallback', depth: 1 })
     expect(customer.replies()).toEqual(['How can I help?'])
   })
 
@@ -167,10 +168,11 @@ describe('entry routing', () => {
     const customer = harness.customer()
     await customer.says('loop')
     expect(await customer.activeAgent()).toBe('triage')
-    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'cycle', depth: 1 })
+    // Triage, at hop 1, classifies at depth 2 and routes back to the entry agent.
+    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'cycle', depth: 2 })
   })
 
-  it('a specialist that is unsure in a chain stays active (fallback at depth 1)', async () => {
+  it('a specialist that is unsure in a chain stays active (fallback at depth 2)', async () => {
     await team({
       reception: { routingConfig: routing([{ id: 'billing', agent: 'billing' }]) },
       billing: { routingConfig: routing([{ id: 'refunds', agent: 'refunds' }], 0.8) },
@@ -181,7 +183,7 @@ describe('entry routing', () => {
     const customer = harness.customer()
     await customer.says('invoice')
     expect(await customer.activeAgent()).toBe('billing')
-    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'fallback', depth: 1 })
+    expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'fallback', depth: 2 })
   })
 
   it('routes only the first message of a session', async () => {

@@ -18,6 +18,10 @@ export type RoutingReason = 'resolved' | 'max_depth' | 'cycle' | 'fallback'
 
 export interface RoutingOutcome {
   readonly reason: RoutingReason
+  /**
+   * The depth of the classification that ended the chain: the entry agent classifies at depth 1,
+   * the agent routed to at hop n at depth n + 1 (`resolved` and `max_depth`: the last hop's).
+   */
   readonly depth: number
   readonly at: string
 }

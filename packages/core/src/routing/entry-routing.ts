@@ -34,7 +34,9 @@ export function routesFirstMessage(agent: Agent): boolean {
  * Entry routing (CONTRACT §10): classify on the entry agent, follow the chosen agent while it
  * routes too, and stop on the first of: a final agent (`resolved`), the entry agent's depth
  * budget (`max_depth`), an agent already on the path (`cycle`), or an unsure classifier
- * (`fallback`). The agent reached last stays active.
+ * (`fallback`). The agent reached last stays active. The recorded depth is that of the last
+ * classification: the entry agent classifies at depth 1 (so its unsure classifier is a fallback
+ * at depth 1, as CONTRACT §10 words it), the agent of hop n at depth n + 1.
  */
 export async function routeEntry(input: EntryRoutingInput): Promise<EntryRoutingResult> {
   const cap = routingDepthCap(input.entryAgent)
@@ -44,12 +46,14 @@ export async function routeEntry(input: EntryRoutingInput): Promise<EntryRouting
   let current = input.entryAgent
   let depth = 0
 
-  const finish = (reason: RoutingReason): EntryRoutingResult => ({
+  const finish = (reason: RoutingReason, reached = depth): EntryRoutingResult => ({
     agent: current,
     pathEntries,
-    routing: { reason, depth, at: input.now().toISOString() },
+    routing: { reason, depth: reached, at: input.now().toISOString() },
     usage,
   })
+  /** The classification that just ran, one deeper than the hops made so far, ended the chain. */
+  const stopHere = (reason: 'fallback' | 'cycle') => finish(reason, depth + 1)
 
   for (;;) {
     const config = current.routingConfig
@@ -70,13 +74,13 @@ export async function routeEntry(input: EntryRoutingInput): Promise<EntryRouting
       routeId = decision.routeId
       confidence = decision.confidence
     } catch {
-      return finish('fallback')
+      return stopHere('fallback')
     }
     const route = routeId === null ? undefined : config.routes.find((candidate) => candidate.id === routeId)
-    if (route === undefined || !(confidence >= config.confidenceThreshold)) return finish('fallback')
-    if (visited.has(route.agentId)) return finish('cycle')
+    if (route === undefined || !(confidence >= config.confidenceThreshold)) return stopHere('fallback')
+    if (visited.has(route.agentId)) return stopHere('cycle')
     const next = await input.loadAgent(route.agentId)
-    if (next === null) return finish('fallback')
+    if (next === null) return stopHere('fallback')
 
     depth += 1
     visited.add(next.id)
