@@ -11,7 +11,7 @@ import {
   type IngestOptions,
   type IngestResult,
 } from './ingest.js'
-import { followCustomer, openNewSession } from './open-session.js'
+import { type FoundSession, followCustomer, openNewSession } from './open-session.js'
 import type { RuntimeContext } from './runtime-context.js'
 
 export interface IngestRequest {
@@ -52,7 +52,7 @@ export async function ingestMany(
 
   const stored = await context.storage.transaction(async (tx) => {
     const results = new Map<number, IngestOutcome>()
-    const earlier = await readEarlier(tx, requests, admitted)
+    const earlier = await readEarlier(tx, requests, admitted, integrations)
     const sessions = earlier.sessions
     /** Sessions opened in this batch, with the entry agent read to open them. */
     const openedWith = new Map<string, Agent>()
@@ -63,6 +63,8 @@ export async function ingestMany(
     /** An external id met earlier in this batch: the later request is its duplicate. */
     const firstOfExternalId = new Map<string, number>()
     const duplicateOf = new Map<number, number>()
+
+    const opening = await openSessionsOfNewCustomers(context, tx, requests, admitted, integrations, earlier)
 
     for (const index of admitted) {
       const { inbound } = requests[index]!
@@ -82,12 +84,25 @@ export async function ingestMany(
         }
         firstOfExternalId.set(key, planned.length)
       }
-      const now = context.clock.now()
       const customerKey = keyOf(integration.id, inbound.clientId)
+      const opener = opening.get(customerKey)
+      const now = opener?.index === index ? opener.now : context.clock.now()
       const open = sessions.get(customerKey)
       let session: Session
       if (open === undefined) {
-        const opened = await openNewSession(context, tx, integration, inbound, now)
+        // Opened above for the customer's first message; opened now only for a message that became
+        // the first of its customer after that one was refused.
+        const opened =
+          opener === undefined || opener.index !== index
+            ? await openNewSession(
+                context,
+                tx,
+                integration,
+                inbound,
+                now,
+                earlier.entryAgents.get(integration.id),
+              )
+            : opener.opened
         if (opened.isErr()) {
           results.set(index, err(opened.error))
           if (inbound.externalId !== undefined)
@@ -108,6 +123,10 @@ export async function ingestMany(
     // Whether each message gets a job depends on its session's active agent: read alongside the insert.
     const agents = new Map<string, Agent | null>()
     const agentKey = (session: Session) => `${session.companyId}:${session.activeAgentId}`
+    // Read with the earlier rows: most sessions are still with their entry agent.
+    for (const agent of earlier.entryAgents.values()) {
+      if (agent !== null) agents.set(`${agent.companyId}:${agent.id}`, agent)
+    }
     const agentReads: Promise<void>[] = []
     for (const session of plannedIn) {
       const key = agentKey(session)
@@ -200,13 +219,19 @@ interface Earlier {
   readonly sessionsById: Map<string, Session>
   /** The open sessions of the batch's customers, by integration and client id. */
   readonly sessions: Map<string, Session>
+  /** The entry agent of each integration of the batch, by integration id; null when it is gone. */
+  readonly entryAgents: Map<string, Agent | null>
 }
 
-/** What the storage holds already for the batch's customers and external ids: two reads per integration. */
+/**
+ * What the storage holds already for the batch's customers and external ids, and the entry agent
+ * that opens new sessions: three reads per integration, started together.
+ */
 async function readEarlier(
   tx: Repositories,
   requests: readonly IngestRequest[],
   admitted: readonly number[],
+  integrations: ReadonlyMap<string, Integration | null>,
 ): Promise<Earlier> {
   const byIntegration = new Map<string, { externalIds: Set<string>; clientIds: Set<string> }>()
   for (const index of admitted) {
@@ -219,7 +244,12 @@ async function readEarlier(
     if (inbound.externalId !== undefined) wanted.externalIds.add(inbound.externalId)
     wanted.clientIds.add(inbound.clientId)
   }
-  const earlier: Earlier = { duplicates: new Map(), sessionsById: new Map(), sessions: new Map() }
+  const earlier: Earlier = {
+    duplicates: new Map(),
+    sessionsById: new Map(),
+    sessions: new Map(),
+    entryAgents: new Map(),
+  }
   // Started together: a storage that can pipeline statements answers them in one round trip.
   const reads: Promise<void>[] = []
   for (const [integrationId, wanted] of byIntegration) {
@@ -233,6 +263,12 @@ async function readEarlier(
           }),
       )
     }
+    const integration = integrations.get(integrationId)!
+    reads.push(
+      tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId }).then((agent) => {
+        earlier.entryAgents.set(integrationId, agent)
+      }),
+    )
     reads.push(
       tx.sessions.findOpenMany({ integrationId, clientIds: [...wanted.clientIds] }).then((open) => {
         for (const session of open) {
@@ -250,4 +286,51 @@ async function readEarlier(
     if (session !== null) earlier.sessionsById.set(session.id, session)
   }
   return earlier
+}
+
+interface Opening {
+  /** The request whose message opens the session: its customer's first in the batch. */
+  readonly index: number
+  readonly now: Date
+  readonly opened: Result<FoundSession, SwitchboardError>
+}
+
+/**
+ * A session for each customer of the batch who has none open, all opened at once: a storage that
+ * pipelines statements creates them in one round trip instead of one each. Duplicates open none.
+ */
+async function openSessionsOfNewCustomers(
+  context: RuntimeContext,
+  tx: Repositories,
+  requests: readonly IngestRequest[],
+  admitted: readonly number[],
+  integrations: ReadonlyMap<string, Integration | null>,
+  earlier: Earlier,
+): Promise<Map<string, Opening>> {
+  const firsts = new Map<string, number>()
+  const externalIds = new Set<string>()
+  for (const index of admitted) {
+    const { inbound } = requests[index]!
+    if (inbound.externalId !== undefined) {
+      const key = keyOf(inbound.integrationId, inbound.externalId)
+      const existing = earlier.duplicates.get(key)
+      if (existing !== undefined && earlier.sessionsById.has(existing.sessionId)) continue
+      if (externalIds.has(key)) continue
+      externalIds.add(key)
+    }
+    const customerKey = keyOf(inbound.integrationId, inbound.clientId)
+    if (!earlier.sessions.has(customerKey) && !firsts.has(customerKey)) firsts.set(customerKey, index)
+  }
+  const opening = new Map<string, Opening>()
+  await Promise.all(
+    [...firsts].map(async ([customerKey, index]) => {
+      const { inbound } = requests[index]!
+      const integration = integrations.get(inbound.integrationId)!
+      const now = context.clock.now()
+      const entryAgent = earlier.entryAgents.get(integration.id)
+      const opened = await openNewSession(context, tx, integration, inbound, now, entryAgent)
+      opening.set(customerKey, { index, now, opened })
+    }),
+  )
+  return opening
 }

@@ -1,8 +1,9 @@
 import { err, ok, type Result } from 'neverthrow'
+import type { Agent } from '../domain/agent.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
-import { type CustomerAddress, findOrOpenSession } from './open-session.js'
+import { type CustomerAddress, followCustomer, openNewSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
 /** A customer message as every connector normalises it. */
@@ -96,28 +97,44 @@ export async function ingest(
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
-    if (inbound.externalId !== undefined) {
-      const existing = await tx.messages.findByExternalId({
-        integrationId: integration.id,
-        externalId: inbound.externalId,
-      })
-      if (existing !== null) {
-        const session = await tx.sessions.get({ id: existing.sessionId })
-        if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
-      }
+    // Started together: a storage that pipelines statements answers all three in one round trip.
+    // The entry agent opens a new session, and is the active agent of most open ones.
+    const [existing, open, entryAgent] = await Promise.all([
+      inbound.externalId === undefined
+        ? null
+        : tx.messages.findByExternalId({ integrationId: integration.id, externalId: inbound.externalId }),
+      tx.sessions.findOpen({ integrationId: integration.id, clientId: inbound.clientId }),
+      tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId }),
+    ])
+    if (existing !== null) {
+      const session =
+        open !== null && open.id === existing.sessionId
+          ? open
+          : await tx.sessions.get({ id: existing.sessionId })
+      if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
     }
 
     const now = context.clock.now()
-    const opened = await findOrOpenSession(context, tx, integration, inbound, now)
-    if (opened.isErr()) return err(opened.error)
-    const { session, openedWith } = opened.value
+    let session: Session
+    let openedWith: Agent | undefined
+    if (open === null) {
+      const opened = await openNewSession(context, tx, integration, inbound, now, entryAgent)
+      if (opened.isErr()) return err(opened.error)
+      session = opened.value.session
+      openedWith = opened.value.openedWith
+    } else {
+      session = await followCustomer(tx, open, inbound, now)
+    }
 
     const message = await tx.messages.insert(customerMessage(context, session, inbound, now))
 
     let queued = false
     if (session.state === 'ongoing') {
       const active =
-        openedWith ?? (await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
+        openedWith ??
+        (entryAgent !== null && entryAgent.id === session.activeAgentId
+          ? entryAgent
+          : await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
       // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
       if (active === null || active.kind !== 'human') {
         await tx.jobs.enqueue({

@@ -64,15 +64,28 @@ export async function findOrOpenSession(
   return openNewSession(context, tx, integration, customer, now)
 }
 
-/** A new session for a customer who has none open, with the integration's entry agent active. */
+/**
+ * A new session for a customer who has none open, with the integration's entry agent active.
+ * `entryAgent`, when the caller read it already in this transaction, saves reading it again.
+ */
 export async function openNewSession(
   context: RuntimeContext,
   tx: Repositories,
   integration: Integration,
   customer: CustomerAddress,
   now: Date,
+  entryAgent?: Agent | null,
 ): Promise<Result<FoundSession, SwitchboardError>> {
-  const entryAgent = await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
+  if (entryAgent === undefined) {
+    return openNewSession(
+      context,
+      tx,
+      integration,
+      customer,
+      now,
+      await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId }),
+    )
+  }
   if (entryAgent === null) {
     return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
   }
