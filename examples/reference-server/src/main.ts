@@ -7,9 +7,6 @@ const EXIT_DEADLINE_MS = 15_000
 async function main(): Promise<void> {
   const config = readConfig(process.env)
   const service = await startReferenceServer(config)
-  // The one line a supervisor (or a person) waits for, whatever LOG_LEVEL says.
-  process.stdout.write(`listening on ${service.url}\n`)
-
   let stopping = false
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return
@@ -29,6 +26,9 @@ async function main(): Promise<void> {
   }
   process.on('SIGTERM', stop)
   process.on('SIGINT', stop)
+  // The one line a supervisor (or a person) waits for, whatever LOG_LEVEL says; after the signal
+  // handlers, so a SIGTERM sent the moment it is read still drains and exits 0.
+  process.stdout.write(`listening on ${service.url}\n`)
 }
 
 main().catch((error: unknown) => {

@@ -35,6 +35,16 @@ describe('the reference server process', () => {
     expect(Date.now() - started).toBeLessThan(15_000)
   })
 
+  it('exits 0 on a SIGTERM sent the moment it says it listens', async () => {
+    // A supervisor may stop the process as soon as it reads the line: the handlers must be in
+    // place by then, or the signal's default action kills it (exit code null) without a drain.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const server = startProcess({ DATA_DIR: 'memory' })
+      await server.listening
+      expect(await server.stop()).toBe(0)
+    }
+  })
+
   it('exits 0 within 15 s of SIGTERM while a model call hangs, and the message is answered after a restart', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'switchboard-'))
     const model = await startFakeOpenAiServer()
