@@ -19,6 +19,7 @@ import {
   MIGRATIONS,
   migrate,
 } from '../src/index.js'
+import { createJobQueue } from '../src/storage/job-queue.js'
 import { createMessageRepository } from '../src/storage/message-repository.js'
 import { createSessionRepository } from '../src/storage/session-repository.js'
 import { runAdapterCases } from './support/adapter-cases.js'
@@ -216,6 +217,97 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(found[0].map((message) => message.externalId)).toEqual(['m-7'])
         expect(found[1].map((session) => session.customer.clientId)).toEqual(['c-7'])
         expect(read).toEqual({ messages: 1, sessions: 1 })
+      } finally {
+        await freshStorage.close()
+        await pool.close()
+        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
+      }
+    })
+
+    it('leases a job under a backlog reading a handful of rows, whatever plan the connection cached while the queue was short', async () => {
+      const fresh = `switchboard_lease_${randomBytes(6).toString('hex')}`
+      await admin.query(`CREATE SCHEMA ${fresh}`)
+      const pool = connectTo(fresh, 1)
+      const freshStorage = await createPostgresStorage({ db: pool })
+      const queue = (client: DbClient) =>
+        createJobQueue({ client, channel: 'unused', listeners: { add: () => () => undefined } })
+      try {
+        const { companyId, agent, integration } = await seedChannel(freshStorage)
+        const at = new Date('2026-03-01T10:00:00.000Z')
+        const backlog = async (customers: number, messagesEach: number) => {
+          const sessions: Session[] = []
+          for (let index = 0; index < customers; index++) {
+            sessions.push(
+              await freshStorage.sessions.create({
+                id: randomUUID(),
+                companyId,
+                integrationId: integration.id,
+                customer: { clientId: randomUUID() },
+                state: 'ongoing',
+                activeAgentId: agent.id,
+                entryAgentId: agent.id,
+                metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
+                createdAt: at.toISOString(),
+                updatedAt: at.toISOString(),
+              }),
+            )
+          }
+          // Interleaved, as messages of many customers arrive.
+          for (let round = 0; round < messagesEach; round++) {
+            await freshStorage.transaction(async (tx) => {
+              const messages = await tx.messages.insertMany(
+                sessions.map((session) => ({
+                  id: randomUUID(),
+                  companyId,
+                  sessionId: session.id,
+                  integrationId: integration.id,
+                  role: 'customer' as const,
+                  text: 'hello',
+                  at,
+                })),
+              )
+              await tx.jobs.enqueueMany(
+                messages.map((message) => ({
+                  companyId,
+                  sessionId: message.sessionId,
+                  messageId: message.id,
+                  availableAt: at,
+                })),
+              )
+            })
+          }
+        }
+        await backlog(3, 1)
+        // Nothing is due this early: each lease finds nothing, and the connection settles on a plan.
+        for (let time = 0; time < 8; time++) {
+          expect(
+            await queue(pool).lease({ now: new Date(0), leaseMs: 60_000, token: `early-${time}` }),
+          ).toBeNull()
+        }
+        await backlog(60, 5)
+        // The oldest heads are taken by other workers.
+        for (let worker = 0; worker < 5; worker++) {
+          expect(
+            await queue(pool).lease({ now: at, leaseMs: 60_000, token: `busy-${worker}` }),
+          ).not.toBeNull()
+        }
+
+        const { lease, read } = await pool.transaction(async (client) => {
+          const tuplesRead = async () => {
+            const [row] = await client.query<{ tuples: string }>(
+              `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS tuples
+              FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
+              [fresh],
+            )
+            return Number(row?.tuples ?? 0)
+          }
+          const before = await tuplesRead()
+          const lease = await queue(client).lease({ now: at, leaseMs: 60_000, token: 'measured' })
+          return { lease, read: (await tuplesRead()) - before }
+        })
+        expect(lease).not.toBeNull()
+        // 318 jobs are queued; the lease looks at the few oldest, not at all of them.
+        expect(read).toBeLessThanOrEqual(30)
       } finally {
         await freshStorage.close()
         await pool.close()

@@ -77,19 +77,35 @@ export function createJobQueue(options: {
     },
 
     async lease({ now, leaseMs, token }) {
-      // One statement. The inner SELECT finds the oldest job that heads its session's queue, is due
-      // and has no live lease, and locks it; SKIP LOCKED lets concurrent workers pass over a job
-      // another worker is taking or finishing. A later job of the session is never a candidate
-      // while an earlier one is queued, and a row whose lock was waited for is re-checked as its
-      // holder left it, so two workers never hold one session.
-      // The head is found by a LIMIT 1 subquery, which the planner cannot turn into a join: one
-      // index probe per candidate whatever the statistics say. Written as NOT EXISTS, a table
-      // without statistics (PGlite never analyzes; a server not yet) could get a plan comparing
-      // every queued job with every other.
+      // One statement. It walks the queued jobs oldest first, one index probe a step, and takes the
+      // first that heads its session's queue, is due and has no live lease; SKIP LOCKED passes over
+      // a job another worker is taking or finishing. A later job of the session is never a
+      // candidate while an earlier one is queued, and a locked row is checked as it is now, so two
+      // workers never hold one session.
+      // Every step is a LIMIT 1 subquery, which the planner can neither flatten nor reorder, so
+      // the lease reads the few oldest jobs whatever plan the connection keeps. A plain `ORDER BY
+      // id LIMIT 1` over the candidates, planned while few jobs were queued, sorted every queued
+      // job and checked each one's session on every lease once a backlog built up.
       const [row] = await client.query(
         `UPDATE jobs SET lease_token = $2, leased_until = $3::timestamptz
         WHERE id = (
-          SELECT candidate.id FROM jobs candidate
+          WITH RECURSIVE queued_in_order (id) AS (
+            (SELECT first.id FROM jobs first WHERE first.state = 'queued' ORDER BY first.id LIMIT 1)
+            UNION ALL
+            SELECT (
+              SELECT next.id FROM jobs next
+              WHERE next.state = 'queued' AND next.id > walked.id
+              ORDER BY next.id
+              LIMIT 1
+            )
+            FROM queued_in_order walked
+            WHERE walked.id IS NOT NULL
+          )
+          SELECT candidate.id
+          FROM queued_in_order walked
+          CROSS JOIN LATERAL (
+            SELECT * FROM jobs locked WHERE locked.id = walked.id LIMIT 1 FOR UPDATE SKIP LOCKED
+          ) AS candidate
           WHERE candidate.state = 'queued'
             AND candidate.available_at <= $1::timestamptz
             AND (candidate.lease_token IS NULL OR candidate.leased_until <= $1::timestamptz)
@@ -99,9 +115,7 @@ export function createJobQueue(options: {
               ORDER BY head.id
               LIMIT 1
             )
-          ORDER BY candidate.id
           LIMIT 1
-          FOR UPDATE SKIP LOCKED
         )
         RETURNING id, company_id, session_id, message_id, attempts`,
         [timeParameter(now), token, timeParameter(new Date(now.getTime() + leaseMs))],
