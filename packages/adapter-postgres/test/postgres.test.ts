@@ -166,17 +166,12 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           const sessions: Session[] = []
           for (let index = from; index < to; index++) {
             sessions.push(
-              await freshStorage.sessions.create({
-                id: randomUUID(),
+              await createSession(freshStorage, {
                 companyId,
                 integrationId,
-                customer: { clientId: `c-${index}` },
-                state: 'ongoing',
-                activeAgentId: agent.id,
-                entryAgentId: agent.id,
-                metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
-                createdAt: at.toISOString(),
-                updatedAt: at.toISOString(),
+                agentId: agent.id,
+                at,
+                clientId: `c-${index}`,
               }),
             )
           }
@@ -238,17 +233,11 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           const sessions: Session[] = []
           for (let index = 0; index < customers; index++) {
             sessions.push(
-              await freshStorage.sessions.create({
-                id: randomUUID(),
+              await createSession(freshStorage, {
                 companyId,
                 integrationId: integration.id,
-                customer: { clientId: randomUUID() },
-                state: 'ongoing',
-                activeAgentId: agent.id,
-                entryAgentId: agent.id,
-                metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
-                createdAt: at.toISOString(),
-                updatedAt: at.toISOString(),
+                agentId: agent.id,
+                at,
               }),
             )
           }
@@ -474,14 +463,23 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
 async function openSession(storage: Storage, companyId: number): Promise<Session> {
   const at = new Date()
   const { agent, integration } = await seedChannel(storage, { companyId, type: 'webchat', at })
+  return createSession(storage, { companyId, integrationId: integration.id, agentId: agent.id, at })
+}
+
+/** An ongoing session with the agent active, new to its customer (a random one unless named). */
+function createSession(
+  storage: Storage,
+  options: { companyId: number; integrationId: string; agentId: number; at: Date; clientId?: string },
+): Promise<Session> {
+  const { companyId, integrationId, agentId, at } = options
   return storage.sessions.create({
     id: randomUUID(),
     companyId,
-    integrationId: integration.id,
-    customer: { clientId: randomUUID() },
+    integrationId,
+    customer: { clientId: options.clientId ?? randomUUID() },
     state: 'ongoing',
-    activeAgentId: agent.id,
-    entryAgentId: agent.id,
+    activeAgentId: agentId,
+    entryAgentId: agentId,
     metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
     createdAt: at.toISOString(),
     updatedAt: at.toISOString(),
