@@ -54,8 +54,6 @@ export async function ingestMany(
     const results = new Map<number, IngestOutcome>()
     const earlier = await readEarlier(tx, requests, admitted, integrations)
     const sessions = earlier.sessions
-    /** Sessions opened in this batch, with the entry agent read to open them. */
-    const openedWith = new Map<string, Agent>()
     /** Messages to insert, and for each the request it stores and its session at that point. */
     const planned: NewMessage[] = []
     const plannedFor: number[] = []
@@ -110,7 +108,6 @@ export async function ingestMany(
           continue
         }
         session = opened.value.session
-        if (opened.value.openedWith !== undefined) openedWith.set(session.id, opened.value.openedWith)
       } else {
         session = await followCustomer(tx, open, inbound, now)
       }
@@ -120,10 +117,11 @@ export async function ingestMany(
       plannedIn.push(session)
     }
 
-    // Whether each message gets a job depends on its session's active agent: read alongside the insert.
+    // Whether each message gets a job depends on its session's active agent. The entry agents,
+    // read with the earlier rows, are those of new sessions and of most open ones; the others are
+    // read alongside the insert.
     const agents = new Map<string, Agent | null>()
     const agentKey = (session: Session) => `${session.companyId}:${session.activeAgentId}`
-    // Read with the earlier rows: most sessions are still with their entry agent.
     for (const agent of earlier.entryAgents.values()) {
       if (agent !== null) agents.set(`${agent.companyId}:${agent.id}`, agent)
     }
@@ -131,11 +129,6 @@ export async function ingestMany(
     for (const session of plannedIn) {
       const key = agentKey(session)
       if (session.state !== 'ongoing' || agents.has(key)) continue
-      const opener = openedWith.get(session.id)
-      if (opener !== undefined && opener.id === session.activeAgentId) {
-        agents.set(key, opener)
-        continue
-      }
       agents.set(key, null)
       agentReads.push(
         tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }).then((agent) => {

@@ -1,5 +1,4 @@
 import { err, ok, type Result } from 'neverthrow'
-import type { Agent } from '../domain/agent.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
@@ -116,12 +115,10 @@ export async function ingest(
 
     const now = context.clock.now()
     let session: Session
-    let openedWith: Agent | undefined
     if (open === null) {
       const opened = await openNewSession(context, tx, integration, inbound, now, entryAgent)
       if (opened.isErr()) return err(opened.error)
       session = opened.value.session
-      openedWith = opened.value.openedWith
     } else {
       session = await followCustomer(tx, open, inbound, now)
     }
@@ -130,11 +127,11 @@ export async function ingest(
 
     let queued = false
     if (session.state === 'ongoing') {
+      // A new session's active agent is the entry agent, and so is that of most open ones.
       const active =
-        openedWith ??
-        (entryAgent !== null && entryAgent.id === session.activeAgentId
+        entryAgent !== null && entryAgent.id === session.activeAgentId
           ? entryAgent
-          : await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId }))
+          : await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId })
       // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
       if (active === null || active.kind !== 'human') {
         await tx.jobs.enqueue({

@@ -47,8 +47,6 @@ export async function followCustomer(
 
 export interface FoundSession {
   readonly session: Session
-  /** The entry agent, read to open the session now; undefined when the session was open already. */
-  readonly openedWith?: Agent
 }
 
 /** The customer's open session, or a new one with the integration's entry agent active. */
@@ -66,7 +64,7 @@ export async function findOrOpenSession(
 
 /**
  * A new session for a customer who has none open, with the integration's entry agent active.
- * `entryAgent`, when the caller read it already in this transaction, saves reading it again.
+ * `alreadyRead`, the entry agent as the caller read it in this transaction, saves reading it again.
  */
 export async function openNewSession(
   context: RuntimeContext,
@@ -74,18 +72,12 @@ export async function openNewSession(
   integration: Integration,
   customer: CustomerAddress,
   now: Date,
-  entryAgent?: Agent | null,
+  alreadyRead?: Agent | null,
 ): Promise<Result<FoundSession, SwitchboardError>> {
-  if (entryAgent === undefined) {
-    return openNewSession(
-      context,
-      tx,
-      integration,
-      customer,
-      now,
-      await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId }),
-    )
-  }
+  const entryAgent =
+    alreadyRead !== undefined
+      ? alreadyRead
+      : await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
   if (entryAgent === null) {
     return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
   }
@@ -110,7 +102,7 @@ export async function openNewSession(
     createdAt: at,
     updatedAt: at,
   })
-  return ok({ session, openedWith: entryAgent })
+  return ok({ session })
 }
 
 /**
