@@ -1,4 +1,5 @@
-import type { OutboxItem } from '../ports/storage.js'
+import type { Session } from '../domain/session.js'
+import type { Integration, OutboxItem } from '../ports/storage.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
 /** Tries per outgoing message: the first, then after 1, 2, 4 and 8 seconds (CONTRACT §6). */
@@ -10,9 +11,19 @@ export function retryDelayMs(failedAttempts: number): number {
   return 1000 * 2 ** (failedAttempts - 1)
 }
 
+/**
+ * The session and integration of the messages to deliver as the caller read them a moment ago
+ * (a turn that just committed its replies), so the first try does not read them again. The
+ * message itself is still read: a pause since then blocks it.
+ */
+export interface DeliveryContext {
+  readonly session: Session
+  readonly integration: Integration
+}
+
 export interface DeliveryService {
   /** Start delivering these messages without waiting. */
-  deliverSoon(messageIds: readonly string[]): void
+  deliverSoon(messageIds: readonly string[], known?: DeliveryContext): void
   /**
    * Deliver these messages now (one attempt each; failures go on the retry schedule). One held
    * back behind an earlier message of its session that this process is sending waits for it;
@@ -58,11 +69,18 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   }
 
   /** One try at one claimed message; true when it left the outbox, false when it waits for a retry. */
-  async function attempt(item: OutboxItem): Promise<boolean> {
+  async function attempt(item: OutboxItem, known: DeliveryContext | undefined): Promise<boolean> {
     const { storage } = context
     const message = await storage.messages.get({ id: item.messageId })
-    const session = message === null ? null : await storage.sessions.get({ id: item.sessionId })
-    const integration = session === null ? null : await storage.integrations.get({ id: item.integrationId })
+    const fresh = known !== undefined && known.session.id === item.sessionId ? known : undefined
+    const session =
+      message === null ? null : (fresh?.session ?? (await storage.sessions.get({ id: item.sessionId })))
+    const integration =
+      session === null
+        ? null
+        : fresh !== undefined && fresh.integration.id === item.integrationId
+          ? fresh.integration
+          : await storage.integrations.get({ id: item.integrationId })
     if (message === null || session === null || integration === null || message.delivery === 'blocked') {
       await storage.outbox.remove({ messageId: item.messageId, leaseToken })
       return true
@@ -125,12 +143,13 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
    * Sends a claimed message, then the session's next ones while they are due. Ends at a message
    * that waits for a retry (its timer takes over), or one not yet due or claimed elsewhere.
    */
-  function drain(first: OutboxItem): Promise<void> {
+  function drain(first: OutboxItem, known?: DeliveryContext): Promise<void> {
     const { sessionId } = first
     const work = (async () => {
       let item: OutboxItem | null = first
       try {
-        while (item !== null && (await attempt(item))) {
+        // What the caller knew holds for the first message only; later ones may come much later.
+        while (item !== null && (await attempt(item, item === first ? known : undefined))) {
           item = await context.storage.outbox.claimNext({
             sessionId,
             now: context.clock.now(),
@@ -166,10 +185,10 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
    * Nothing to do when the message is gone, claimed elsewhere, or behind an earlier one of its
    * session: whoever finishes that one sends this one.
    */
-  async function deliverOne(messageId: string): Promise<void> {
+  async function deliverOne(messageId: string, known?: DeliveryContext): Promise<void> {
     try {
       const item = await claim(messageId)
-      if (item !== null) await drain(item)
+      if (item !== null) await drain(item, known)
     } catch (error) {
       context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
     }
@@ -198,9 +217,9 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   }
 
   const service: DeliveryService = {
-    deliverSoon(messageIds) {
+    deliverSoon(messageIds, known) {
       // Of one session's messages only the first is claimed; sending it sends the others after it.
-      for (const id of messageIds) track(deliverOne(id))
+      for (const id of messageIds) track(deliverOne(id, known))
     },
     async deliverNow(messageIds) {
       for (const id of messageIds) await track(deliverOneNow(id))

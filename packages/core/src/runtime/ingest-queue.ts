@@ -70,6 +70,18 @@ export function createIngestQueue(context: RuntimeContext): IngestQueue {
     }
   }
 
+  /** A store that found nothing under way; the messages that arrive meanwhile are batched after it. */
+  const storeFirst = async (inbound: InboundMessage, options: IngestOptions): Promise<IngestOutcome> => {
+    running += 1
+    lastStartedAt = context.clock.now().getTime()
+    try {
+      return await ingest(context, inbound, options)
+    } finally {
+      running -= 1
+      if (waiting.length > 0 && running === 0) void drain()
+    }
+  }
+
   const checkForStallIn = (ms: number): void => {
     stallCheckPending = true
     context.clock.setTimer(() => {
@@ -83,10 +95,11 @@ export function createIngestQueue(context: RuntimeContext): IngestQueue {
 
   return {
     ingest(inbound, options) {
+      // Nothing under way: this message is stored at once, alone, without joining the queue.
+      if (running === 0) return storeFirst(inbound, options)
       return new Promise<IngestOutcome>((resolve, reject) => {
         waiting.push({ inbound, options, resolve, reject })
-        if (running === 0) void drain()
-        else if (!stallCheckPending) checkForStallIn(STALLED_MS)
+        if (!stallCheckPending) checkForStallIn(STALLED_MS)
       })
     },
   }

@@ -190,7 +190,7 @@ export async function processJob(
     await delivery.deliverNow(deliverable)
     await transferToHuman(context, saved, outcome.humanTransfer)
   } else {
-    delivery.deliverSoon(deliverable)
+    delivery.deliverSoon(deliverable, integration === null ? undefined : { session: saved, integration })
   }
   if (listening(context, 'turn-completed')) {
     emitSafely(context, 'turn-completed', {

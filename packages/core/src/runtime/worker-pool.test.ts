@@ -125,6 +125,38 @@ describe('the worker pool', () => {
     await switchboard.stop()
   })
 
+  it('keeps renewing the leases of the turns a stop waits for', async () => {
+    const storage = createMemoryStorage()
+    const connector = createRecordingConnector()
+    const { integration } = await seedChannel(storage, { type: connector.type })
+    const slowModel: LlmProvider = {
+      name: 'slow',
+      complete: () =>
+        new Promise((resolve) =>
+          setTimeout(
+            () => resolve({ text: 'late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }),
+            250,
+          ),
+        ),
+    }
+    const switchboard = createSwitchboard({
+      storage,
+      model: slowModel,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      leaseMs: 90,
+    })
+    const started = new Promise((resolve) => switchboard.events.once('turn-started', resolve))
+    await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await started
+    const stopped = switchboard.stop({ timeoutMs: 2000 })
+    await new Promise((resolve) => setTimeout(resolve, 150))
+    // The lease would have run out 60 ms ago had the stop ended its renewals.
+    expect(await storage.jobs.lease({ now: new Date(), leaseMs: 90, token: 'other process' })).toBeNull()
+    await stopped
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['late'])
+  })
+
   it('takes a job of a process that died again within 60 s, at the default lease and poll (CONTRACT §11)', async () => {
     const storage = createMemoryStorage()
     const connector = createRecordingConnector()

@@ -26,7 +26,6 @@ export function createWorkerPool(
   options: { concurrency: number; pollMs: number },
 ): WorkerPool {
   const running = new Map<JobLease, Promise<void>>()
-  const renewals = new Map<JobLease, LeaseRenewal>()
   const timers = new Set<() => void>()
   let stopping = false
   let pumping: Promise<void> | null = null
@@ -102,10 +101,7 @@ export function createWorkerPool(
   }
 
   async function runJob(lease: JobLease): Promise<void> {
-    let renewal: LeaseRenewal | undefined
     try {
-      renewal = new LeaseRenewal(context, lease)
-      renewals.set(lease, renewal)
       await processJob(context, delivery, lease)
     } catch (error) {
       if (!(error instanceof LeaseLost)) {
@@ -116,8 +112,6 @@ export function createWorkerPool(
         await fail(lease, error)
       }
     } finally {
-      renewal?.stop()
-      renewals.delete(lease)
       // After an await, so `run` has put the job in `running` by now.
       running.delete(lease)
       if (workMayBeWaiting) pool.wake()
@@ -194,6 +188,7 @@ export function createWorkerPool(
         }),
       ])
       clearTimeout(timer)
+      stopRenewing()
       await Promise.all([...running.keys()].map(giveBack))
     },
   }
@@ -203,7 +198,6 @@ export function createWorkerPool(
    * here and commit, unless another worker took the job first (the commit is fenced by the token).
    */
   async function giveBack(lease: JobLease): Promise<void> {
-    renewals.get(lease)?.stop()
     try {
       await context.storage.jobs.renew({
         jobId: lease.jobId,
@@ -221,48 +215,26 @@ export function createWorkerPool(
     }
   }
 
-  const unsubscribe = context.storage.jobs.onAvailable(() => pool.wake())
-  const poll = () =>
-    after(options.pollMs, () => {
-      if (stopping) return
-      pool.wake()
-      poll()
-    })
-  if (options.concurrency > 0) poll()
-  timers.add(unsubscribe)
-  return pool
-}
-
-/**
- * Renews a running job's lease every third of its length, so no other worker takes the job.
- * A class rather than closures: one is made per job.
- */
-class LeaseRenewal {
-  private readonly context: RuntimeContext
-  private readonly lease: JobLease
-  private readonly every: number
-  private stopped = false
-  private cancel: () => void
-
-  constructor(context: RuntimeContext, lease: JobLease) {
-    this.context = context
-    this.lease = lease
-    this.every = Math.max(10, Math.floor(context.leaseMs / 3))
-    this.cancel = this.schedule()
+  /**
+   * Every running job's lease is renewed every third of its length, so no other worker takes it.
+   * One timer for the pool rather than one per job: a job then costs no timer of its own, and a
+   * lease is renewed at most a third of its length after it was taken, as with a timer per job.
+   * It keeps renewing while `stop` waits for the running turns.
+   */
+  const renewEvery = Math.max(10, Math.floor(context.leaseMs / 3))
+  let stopRenewal: (() => void) | null = null
+  const scheduleRenewal = () => {
+    stopRenewal = context.clock.setTimer(() => {
+      for (const lease of running.keys()) void renew(lease)
+      scheduleRenewal()
+    }, renewEvery)
+  }
+  const stopRenewing = () => {
+    stopRenewal?.()
+    stopRenewal = null
   }
 
-  stop(): void {
-    this.stopped = true
-    this.cancel()
-  }
-
-  private schedule(): () => void {
-    return this.context.clock.setTimer(() => void this.renew(), this.every)
-  }
-
-  private async renew(): Promise<void> {
-    if (this.stopped) return
-    const { context, lease } = this
+  async function renew(lease: JobLease): Promise<void> {
     try {
       await context.storage.jobs.renew({
         jobId: lease.jobId,
@@ -273,6 +245,19 @@ class LeaseRenewal {
     } catch (error) {
       context.logger.warn({ jobId: lease.jobId, error: String(error) }, 'lease renewal failed')
     }
-    if (!this.stopped) this.cancel = this.schedule()
   }
+
+  const unsubscribe = context.storage.jobs.onAvailable(() => pool.wake())
+  const poll = () =>
+    after(options.pollMs, () => {
+      if (stopping) return
+      pool.wake()
+      poll()
+    })
+  if (options.concurrency > 0) {
+    poll()
+    scheduleRenewal()
+  }
+  timers.add(unsubscribe)
+  return pool
 }
