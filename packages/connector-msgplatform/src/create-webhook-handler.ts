@@ -34,6 +34,8 @@ const INTEGRATION_ID = /^[1-9][0-9]{0,17}$/
 /** A `webhook-id` longer than this is not an id, and is not used as one. */
 const WEBHOOK_ID_MAX = 500
 const SIGNATURE_HEADERS = ['x-webhook-signature', 'x-hub-signature-256'] as const
+/** How often a message is tried on a freshly read integration that changes under it each time. */
+const FRESH_ATTEMPTS = 3
 
 /** The statuses of CONTRACT §6; only these leave this handler (a thrown error becomes 500 at the edge). */
 const STATUS = {
@@ -61,9 +63,9 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
   const ids = options.ids ?? createRandomIds()
   const logger = options.logger ?? silentLogger
 
-  const findIntegration = async (integrationId: string): Promise<Integration | null> => {
+  const findIntegration = async (integrationId: string, remembered = false): Promise<Integration | null> => {
     if (!INTEGRATION_ID.test(integrationId)) return null
-    const integration = await switchboard.integration(integrationId)
+    const integration = await switchboard.integration(integrationId, { remembered })
     // Another type's integration is not reachable here: to this URL it does not exist.
     return integration !== null && integration.type === MSGPLATFORM_TYPE ? integration : null
   }
@@ -94,12 +96,13 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
     return answer(200, { ok: true, ignored: reason })
   }
 
+  /** Null when the integration changed since it was read: nothing was stored, read it again. */
   const receiveMessage = async (
     integration: Integration,
     receivedAt: Date,
     webhook: Extract<MsgPlatformWebhook, { kind: 'message' }>,
     webhookId: string | undefined,
-  ): Promise<WebhookAnswer> => {
+  ): Promise<WebhookAnswer | null> => {
     const externalId = webhookId ?? webhook.messageId
     // A storage failure throws through here: the edge answers 500 and the platform retries.
     const ingested = await switchboard.ingest(
@@ -114,7 +117,7 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
       {
         integration,
         // Stored in the message's transaction: one commit for both, and no message without its entry.
-        webhookLog: ({ session, message, duplicate, queued }) =>
+        webhookLog: ({ session, messageId, duplicate, queued }) =>
           logEntry(integration, receivedAt, {
             outcome: duplicate ? 'duplicate' : queued ? 'queued' : 'stored_paused',
             httpStatus: 200,
@@ -125,12 +128,13 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
                 : // Not queued on an open session: paused, or a human agent holds it (CONTRACT §8).
                   { reason: session.state === 'paused' ? 'session paused' : 'a human agent is active' }),
             sessionId: session.id,
-            messageId: message.id,
+            messageId,
           }),
       },
     )
     if (ingested.isErr()) {
       const { code, message } = ingested.error
+      if (code === 'CONFLICT') return null
       // The integration was deleted or switched off while this request was on its way.
       if (code === 'NOT_FOUND') return errorAnswer('NOT_FOUND', 'integration not found')
       if (code === 'INTEGRATION_INACTIVE') {
@@ -220,45 +224,83 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
     return answer(200, { ok: true })
   }
 
+  /** Every check on a fresh read of the integration; null when it changed while the message was stored. */
+  const handleOnFreshRead = async (
+    request: WebhookRequest,
+    receivedAt: Date,
+  ): Promise<WebhookAnswer | null> => {
+    const integration = await findIntegration(request.integrationId)
+    if (integration === null) return errorAnswer('NOT_FOUND', 'integration not found')
+
+    const signed = verifyWebhookSignature({
+      rawBody: request.rawBody,
+      secret: integration.webhookSecret ?? '',
+      headers: request.headers,
+    })
+    if (!signed) {
+      const present = SIGNATURE_HEADERS.some((name) => headerValue(request.headers, name) !== undefined)
+      await writeLog(integration, receivedAt, {
+        outcome: 'rejected',
+        httpStatus: STATUS.INVALID_SIGNATURE,
+        reason: present ? 'invalid signature' : 'missing signature',
+      })
+      return errorAnswer('INVALID_SIGNATURE', 'the webhook signature is missing or invalid')
+    }
+    // After the signature, so an unsigned caller learns nothing about the integration's state.
+    if (!integration.active) {
+      await writeLog(integration, receivedAt, {
+        outcome: 'rejected',
+        httpStatus: STATUS.INTEGRATION_INACTIVE,
+        reason: 'integration inactive',
+      })
+      return errorAnswer('INTEGRATION_INACTIVE', 'the integration is not active')
+    }
+
+    const webhook = parseMsgPlatformWebhook(request.rawBody)
+    switch (webhook.kind) {
+      case 'ignored':
+        return ignore(integration, receivedAt, webhook.reason)
+      case 'message':
+        return receiveMessage(integration, receivedAt, webhook, webhookIdOf(request.headers))
+      case 'status':
+        return receiveStatusHook(integration, receivedAt, webhook, webhookIdOf(request.headers))
+    }
+  }
+
+  /**
+   * A customer message to an integration as remembered from an earlier webhook, which saves
+   * reading it for every webhook. Only a message whose signature checks out against an active
+   * copy goes this way, and its store checks the copy is still current; null otherwise, and a
+   * fresh read decides.
+   */
+  const receiveOnRememberedCopy = async (
+    request: WebhookRequest,
+    receivedAt: Date,
+  ): Promise<WebhookAnswer | null> => {
+    const integration = await findIntegration(request.integrationId, true)
+    if (integration === null || !integration.active) return null
+    const signed = verifyWebhookSignature({
+      rawBody: request.rawBody,
+      secret: integration.webhookSecret ?? '',
+      headers: request.headers,
+    })
+    if (!signed) return null
+    const webhook = parseMsgPlatformWebhook(request.rawBody)
+    if (webhook.kind !== 'message') return null
+    return receiveMessage(integration, receivedAt, webhook, webhookIdOf(request.headers))
+  }
+
   return {
     async handle(request: WebhookRequest): Promise<WebhookAnswer> {
       const receivedAt = clock.now()
-      const integration = await findIntegration(request.integrationId)
-      if (integration === null) return errorAnswer('NOT_FOUND', 'integration not found')
-
-      const signed = verifyWebhookSignature({
-        rawBody: request.rawBody,
-        secret: integration.webhookSecret ?? '',
-        headers: request.headers,
-      })
-      if (!signed) {
-        const present = SIGNATURE_HEADERS.some((name) => headerValue(request.headers, name) !== undefined)
-        await writeLog(integration, receivedAt, {
-          outcome: 'rejected',
-          httpStatus: STATUS.INVALID_SIGNATURE,
-          reason: present ? 'invalid signature' : 'missing signature',
-        })
-        return errorAnswer('INVALID_SIGNATURE', 'the webhook signature is missing or invalid')
+      const answered = await receiveOnRememberedCopy(request, receivedAt)
+      if (answered !== null) return answered
+      for (let attempt = 1; attempt <= FRESH_ATTEMPTS; attempt += 1) {
+        const fresh = await handleOnFreshRead(request, receivedAt)
+        if (fresh !== null) return fresh
       }
-      // After the signature, so an unsigned caller learns nothing about the integration's state.
-      if (!integration.active) {
-        await writeLog(integration, receivedAt, {
-          outcome: 'rejected',
-          httpStatus: STATUS.INTEGRATION_INACTIVE,
-          reason: 'integration inactive',
-        })
-        return errorAnswer('INTEGRATION_INACTIVE', 'the integration is not active')
-      }
-
-      const webhook = parseMsgPlatformWebhook(request.rawBody)
-      switch (webhook.kind) {
-        case 'ignored':
-          return ignore(integration, receivedAt, webhook.reason)
-        case 'message':
-          return receiveMessage(integration, receivedAt, webhook, webhookIdOf(request.headers))
-        case 'status':
-          return receiveStatusHook(integration, receivedAt, webhook, webhookIdOf(request.headers))
-      }
+      // Nothing was stored; a 500 makes the platform try again.
+      throw new Error('msgplatform webhook: the integration kept changing while the message was stored')
     },
 
     async refused({ integrationId, status, reason }): Promise<void> {

@@ -80,6 +80,34 @@ describe('the msgplatform webhook door', () => {
     expect((await stack.webhook(integrationId, null, { method: 'GET' })).status).toBe(403)
   })
 
+  it('decides on the integration as it is now, however recently it let a webhook in', async () => {
+    const { stack, integrationId } = await setUp()
+    const send = (messageId: string, secret?: string) =>
+      stack.webhook(integrationId, { ...body, message_id: messageId }, secret === undefined ? {} : { secret })
+    expect((await send('r-1')).status).toBe(200)
+
+    const rotated = await stack.api('POST', `/api/integrations/${integrationId}/rotate-secret`)
+    const secret = rotated.body.webhookSecret as string
+    expect(await send('r-2')).toEqual({ status: 401, body: invalidSignature })
+    expect((await send('r-3', secret)).status).toBe(200)
+
+    await stack.api('PATCH', `/api/integrations/${integrationId}`, { active: false })
+    expect((await send('r-4', secret)).status).toBe(403)
+    await stack.api('PATCH', `/api/integrations/${integrationId}`, { active: true })
+    expect((await send('r-5', secret)).status).toBe(200)
+
+    const [session] = await stack.sessionsOf(integrationId, body.client_id)
+    const messages = await stack.api('GET', `/api/sessions/${session!.id}/messages`)
+    expect(messages.body.messages.map((message: { text: string }) => message.text)).toEqual([
+      'hello',
+      'hello',
+      'hello',
+    ])
+
+    expect((await stack.api('DELETE', `/api/integrations/${integrationId}`)).status).toBe(204)
+    expect((await send('r-6', secret)).status).toBe(404)
+  })
+
   it('answers 404 for an unknown, malformed or non-msgplatform integration and an unknown type', async () => {
     const { stack, integrationId } = await setUp()
     const notFound = { status: 404, body: { error: { code: 'NOT_FOUND', message: expect.any(String) } } }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import type {
+  IngestDecision,
   IngestOptions,
   IngestResult,
   Integration,
@@ -40,13 +41,50 @@ function recordStores(storage: Storage): number[] {
   return stores
 }
 
+/**
+ * The calls each transaction made, grouped in round trips: calls started before any earlier call
+ * of the transaction answered leave together on a storage that pipelines statements.
+ */
+function recordRoundTrips(storage: Storage): string[][][] {
+  const transactions: string[][][] = []
+  const transaction = storage.transaction.bind(storage)
+  ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) =>
+    transaction(async (tx) => {
+      const trips: string[][] = []
+      let answered = true
+      const watched = Object.fromEntries(
+        Object.entries(tx).map(([name, repository]) => [
+          name,
+          new Proxy(repository as object, {
+            get(target, method) {
+              const value = Reflect.get(target, method)
+              if (typeof value !== 'function') return value
+              return (...args: unknown[]) => {
+                if (answered) trips.push([])
+                answered = false
+                trips[trips.length - 1]!.push(`${name}.${String(method)}`)
+                return (value as (...args: unknown[]) => Promise<unknown>).apply(target, args).finally(() => {
+                  answered = true
+                })
+              }
+            },
+          }),
+        ]),
+      ) as unknown as typeof tx
+      const result = await fn(watched)
+      transactions.push(trips)
+      return result
+    })
+  return transactions
+}
+
 async function integrationOf(storage: Storage, id: string): Promise<Integration> {
   const integration = await storage.integrations.get({ id })
   if (integration === null) throw new Error(`no integration ${id}`)
   return integration
 }
 
-function logOf(integration: Integration, result: IngestResult, id = randomUUID()): NewWebhookLog {
+function logOf(integration: Integration, result: IngestDecision, id = randomUUID()): NewWebhookLog {
   return {
     id,
     companyId: integration.companyId,
@@ -55,8 +93,12 @@ function logOf(integration: Integration, result: IngestResult, id = randomUUID()
     httpStatus: 200,
     outcome: result.duplicate ? 'duplicate' : result.queued ? 'queued' : 'stored_paused',
     sessionId: result.session.id,
-    messageId: result.message.id,
+    messageId: result.messageId,
   }
+}
+
+function decisionOf({ session, message, duplicate, queued }: IngestResult): IngestDecision {
+  return { session, messageId: message.id, duplicate, queued }
 }
 
 async function logOutcomes(storage: Storage, integration: Integration): Promise<string[]> {
@@ -93,7 +135,7 @@ describe('ingest', () => {
     // The log entry cannot be stored (its id is taken): the message is not stored either.
     const taken = randomUUID()
     await harness.storage.webhookLogs.add({
-      ...logOf(integration, await harness.customer('dora').sends('x')),
+      ...logOf(integration, decisionOf(await harness.customer('dora').sends('x'))),
       id: taken,
     })
     await expect(
@@ -110,6 +152,72 @@ describe('ingest', () => {
     ).toBeNull()
     await harness.switchboard.idle()
     expect(harness.customer('dora').replies()).toEqual(['hi back', 'and again'])
+  })
+
+  it('refuses, storing nothing, a message whose caller read the integration before it changed', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), ...Array.from({ length: 3 }, () => reply('ok')))
+    const copy = await integrationOf(harness.storage, harness.integrationId)
+    const remembered = await harness.switchboard.integration(copy.id, { remembered: true })
+    expect(remembered).toEqual(copy)
+    const updated = await harness.storage.integrations.update({
+      companyId: copy.companyId,
+      id: copy.id,
+      patch: { webhookSecret: 'a-rotated-secret-0123456789' },
+      at: new Date(Date.parse(copy.updatedAt) + 1000),
+    })
+    const say = (clientId: string, integration?: typeof copy) =>
+      harness.switchboard.ingest(
+        { integrationId: copy.id, clientId, text: 'hello' },
+        integration === undefined ? {} : { integration },
+      )
+
+    // Alone, then in a batch (the first stored alone, the other three together, then one by one
+    // once the batch finds a copy out of date): only the callers holding the old copy are refused.
+    const annResult = await say('ann', copy)
+    expect(annResult.isErr()).toBe(true)
+    expect(annResult._unsafeUnwrapErr().code).toBe('CONFLICT')
+    const [bob, cleo, dora, eve] = await Promise.all([
+      say('bob', updated!),
+      say('cleo', copy),
+      say('dora', updated!),
+      say('eve'),
+    ])
+    expect(cleo!.isErr()).toBe(true)
+    expect(cleo!._unsafeUnwrapErr().code).toBe('CONFLICT')
+    for (const stored of [bob, dora, eve]) expect(stored!._unsafeUnwrap().queued).toBe(true)
+    for (const clientId of ['ann', 'cleo']) {
+      expect(await harness.storage.sessions.findOpen({ integrationId: copy.id, clientId })).toBeNull()
+    }
+    // The remembered copy is the last one read: refreshed by a fresh read, not by the update.
+    expect(await harness.switchboard.integration(copy.id, { remembered: true })).toEqual(copy)
+    expect(await harness.switchboard.integration(copy.id)).toEqual(updated)
+    expect(await harness.switchboard.integration(copy.id, { remembered: true })).toEqual(updated)
+  })
+
+  it('sends a message, its job and its log entry together, alone or in a batch', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), ...Array.from({ length: 3 }, () => reply('ok')))
+    const integration = await integrationOf(harness.storage, harness.integrationId)
+    const transactions = recordRoundTrips(harness.storage)
+    const webhookLog = (decision: IngestDecision) => logOf(integration, decision)
+    await Promise.all(
+      ['ann', 'bob', 'cleo'].map((clientId) =>
+        harness.switchboard.ingest(
+          { integrationId: integration.id, clientId, text: 'hello' },
+          { integration, webhookLog },
+        ),
+      ),
+    )
+    const writes = (trip: string[]) =>
+      trip.filter((call) => /^(messages\.insert|jobs\.enqueue|webhookLogs\.add)/.test(call)).length
+    // The first alone, the other two together; each writes its rows in one round trip.
+    expect(transactions).toHaveLength(2)
+    for (const trips of transactions) {
+      expect(trips.map(writes).filter((count) => count > 0)).toEqual([3])
+    }
+    await harness.switchboard.idle()
+    expect(await logOutcomes(harness.storage, integration)).toEqual(['queued', 'queued', 'queued'])
   })
 
   it('stores messages that arrive together in one transaction, each as if it had come alone', async () => {
@@ -154,7 +262,7 @@ describe('ingest', () => {
     // Turns of different sessions may run in any order: every answer is the same.
     harness.model.script(solo, ...Array.from({ length: 9 }, () => reply('ok')))
     const stores = recordStores(harness.storage)
-    const webhookLog = (result: IngestResult) => logOf(integration, result)
+    const webhookLog = (decision: IngestDecision) => logOf(integration, decision)
 
     const results = await Promise.all([
       harness.switchboard.ingest({ ...ann, text: 'first', externalId: 'a-1' }, { webhookLog }),
@@ -274,7 +382,7 @@ describe('ingest', () => {
     const integration = await integrationOf(harness.storage, harness.integrationId)
     const taken = randomUUID()
     const opener = await harness.customer('opener').sends('first')
-    await harness.storage.webhookLogs.add({ ...logOf(integration, opener), id: taken })
+    await harness.storage.webhookLogs.add({ ...logOf(integration, decisionOf(opener)), id: taken })
     harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
     const stores = recordStores(harness.storage)
 

@@ -57,9 +57,12 @@ export interface Switchboard {
   ingest(inbound: InboundMessage, options?: IngestOptions): Promise<Result<IngestResult, SwitchboardError>>
   /**
    * The integration with this id, of any company, as a webhook finds it; reads made at the same
-   * time share one query.
+   * time share one query. With `remembered`, the copy this process read last, when it has one:
+   * no query, but possibly out of date. `ingest` checks such a copy inside its transaction and
+   * answers `CONFLICT` when it no longer matches, so a caller may act on it only where ingest
+   * does: anything it would refuse (unknown, inactive, a bad signature) it decides on a fresh read.
    */
-  integration(id: string): Promise<Integration | null>
+  integration(id: string, options?: { remembered?: boolean }): Promise<Integration | null>
   /** The customer's open session, opened now if none is (for channels that show it before a message). */
   openSession(customer: CustomerAddress): Promise<Result<Session, SwitchboardError>>
   registerConnector(connector: Connector): void
@@ -76,6 +79,9 @@ export interface Switchboard {
  * up to one poll interval before a live process notices it ran out, must fit in that.
  */
 const DEFAULT_LEASE_MS = 55_000
+
+/** Integrations remembered for webhooks (`integration(id, { remembered: true })`), at most. */
+const MAX_REMEMBERED_INTEGRATIONS = 10_000
 
 const silentLogger: RuntimeLogger = { warn: () => undefined, error: () => undefined }
 
@@ -109,10 +115,22 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
   })
   const sessions = createSessionOperations(context, delivery)
   const ingestQueue = createIngestQueue(context)
-  const readIntegration = coalesceReads(
+  const readIntegrations = coalesceReads(
     (ids) => options.storage.integrations.getMany({ ids }),
     (integration) => integration.id,
   )
+  const remembered = new Map<string, Integration>()
+  const readIntegration = async (id: string): Promise<Integration | null> => {
+    const found = await readIntegrations(id)
+    if (found === null) {
+      remembered.delete(id)
+      return null
+    }
+    // Copies are small and integrations few; a process that has seen this many starts over.
+    if (remembered.size >= MAX_REMEMBERED_INTEGRATIONS) remembered.clear()
+    remembered.set(id, found)
+    return found
+  }
   let sweepCancel: (() => void) | null = null
   const sweepEvery = options.pollMs ?? 1000
   const scheduleSweep = () => {
@@ -135,7 +153,10 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
       if (result.isOk() && result.value.queued) workers.wake()
       return result
     },
-    integration: readIntegration,
+    async integration(id, integrationOptions) {
+      const copy = integrationOptions?.remembered === true ? remembered.get(id) : undefined
+      return copy ?? readIntegration(id)
+    },
     openSession: (customer) => openSession(context, customer),
     registerConnector(connector) {
       connectors.set(connector.type, connector)

@@ -8,8 +8,10 @@ import {
   assertIntegrationOf,
   customerMessage,
   type InboundMessage,
+  type IngestDecision,
   type IngestOptions,
   type IngestResult,
+  sameIntegration,
 } from './ingest.js'
 import { type FoundSession, followCustomer, openNewSession } from './open-session.js'
 import type { RuntimeContext } from './runtime-context.js'
@@ -53,6 +55,9 @@ export async function ingestMany(
   const stored = await context.storage.transaction(async (tx) => {
     const results = new Map<number, IngestOutcome>()
     const earlier = await readEarlier(tx, requests, admitted, integrations)
+    // Rare: the batch is then stored message by message, and each caller whose copy is old is
+    // told so (CONFLICT) while the others go on.
+    if (earlier.integrationChanged) throw new Error('an integration changed since its caller read it')
     const sessions = earlier.sessions
     /** Messages to insert, and for each the request it stores and its session at that point. */
     const planned: NewMessage[] = []
@@ -119,7 +124,7 @@ export async function ingestMany(
 
     // Whether each message gets a job depends on its session's active agent. The entry agents,
     // read with the earlier rows, are those of new sessions and of most open ones; the others are
-    // read alongside the insert.
+    // read now, before anything is written.
     const agents = new Map<string, Agent | null>()
     const agentKey = (session: Session) => `${session.companyId}:${session.activeAgentId}`
     for (const agent of earlier.entryAgents.values()) {
@@ -136,11 +141,12 @@ export async function ingestMany(
         }),
       )
     }
-    const [messages] = await Promise.all([tx.messages.insertMany(planned), ...agentReads])
+    if (agentReads.length > 0) await Promise.all(agentReads)
+
+    const decisions = new Map<number, IngestDecision>()
     const jobs: NewJob[] = []
-    for (let position = 0; position < messages.length; position++) {
-      const message = messages[position]!
-      const index = plannedFor[position]!
+    for (let position = 0; position < planned.length; position++) {
+      const message = planned[position]!
       const session = plannedIn[position]!
       let queued = false
       if (session.state === 'ongoing') {
@@ -151,14 +157,41 @@ export async function ingestMany(
             companyId: session.companyId,
             sessionId: session.id,
             messageId: message.id,
-            availableAt: new Date(message.at),
+            availableAt: message.at,
           })
           queued = true
         }
       }
-      results.set(index, ok({ session, message, duplicate: false, queued }))
+      decisions.set(plannedFor[position]!, { session, messageId: message.id, duplicate: false, queued })
+    }
+    for (const [index, first] of duplicateOf) {
+      const original = decisions.get(plannedFor[first]!)!
+      decisions.set(index, { ...original, duplicate: true, queued: false })
+    }
+    for (const [index, result] of results) {
+      if (!result.isOk()) continue
+      const { session, message, duplicate, queued } = result.value
+      decisions.set(index, { session, messageId: message.id, duplicate, queued })
+    }
+    const logs: NewWebhookLog[] = []
+    for (const index of admitted) {
+      const decision = decisions.get(index)
+      const entry = requests[index]!.options.webhookLog
+      if (decision !== undefined && entry !== undefined) logs.push(entry(decision))
     }
 
+    // Started together: the ids are ours, so a storage that pipelines statements writes the
+    // messages, their jobs and their log entries in one round trip.
+    const [messages] = await Promise.all([
+      tx.messages.insertMany(planned),
+      tx.jobs.enqueueMany(jobs),
+      tx.webhookLogs.addMany(logs),
+    ])
+    for (let position = 0; position < messages.length; position++) {
+      const index = plannedFor[position]!
+      const { session, queued } = decisions.get(index)!
+      results.set(index, ok({ session, message: messages[position]!, duplicate: false, queued }))
+    }
     for (const [index, first] of duplicateOf) {
       const original = results.get(plannedFor[first]!)!._unsafeUnwrap()
       results.set(
@@ -166,13 +199,6 @@ export async function ingestMany(
         ok({ session: original.session, message: original.message, duplicate: true, queued: false }),
       )
     }
-    const logs: NewWebhookLog[] = []
-    for (const index of admitted) {
-      const result = results.get(index)!
-      const entry = requests[index]!.options.webhookLog
-      if (result.isOk() && entry !== undefined) logs.push(entry(result.value))
-    }
-    await Promise.all([tx.jobs.enqueueMany(jobs), tx.webhookLogs.addMany(logs)])
     return results
   })
 
@@ -214,6 +240,8 @@ interface Earlier {
   readonly sessions: Map<string, Session>
   /** The entry agent of each integration of the batch, by integration id; null when it is gone. */
   readonly entryAgents: Map<string, Agent | null>
+  /** An integration a caller gave is no longer the stored one. */
+  integrationChanged: boolean
 }
 
 /**
@@ -242,9 +270,21 @@ async function readEarlier(
     sessionsById: new Map(),
     sessions: new Map(),
     entryAgents: new Map(),
+    integrationChanged: false,
   }
   // Started together: a storage that can pipeline statements answers them in one round trip.
   const reads: Promise<void>[] = []
+  // Every caller's copy is checked: two callers may hold different copies of one integration.
+  const copies = admitted.flatMap((index) => requests[index]!.options.integration ?? [])
+  if (copies.length > 0) {
+    const ids = [...new Set(copies.map((copy) => copy.id))]
+    reads.push(
+      tx.integrations.getMany({ ids }).then((stored) => {
+        const byId = new Map(stored.map((integration) => [integration.id, integration]))
+        earlier.integrationChanged = copies.some((copy) => !sameIntegration(copy, byId.get(copy.id) ?? null))
+      }),
+    )
+  }
   for (const [integrationId, wanted] of byIntegration) {
     if (wanted.externalIds.size > 0) {
       reads.push(

@@ -21,17 +21,34 @@ export interface IngestResult {
   readonly queued: boolean
 }
 
+/**
+ * What ingest decided for one message, known before the message is written: what its webhook log
+ * entry records, so the entry can be written together with the message.
+ */
+export interface IngestDecision {
+  readonly session: Session
+  /** The id of the message stored now, or, for a duplicate, of the one stored before. */
+  readonly messageId: string
+  /** The external id was seen before; nothing is stored but the log entry. */
+  readonly duplicate: boolean
+  /** A job is enqueued: false while paused or while a human is the active agent. */
+  readonly queued: boolean
+}
+
 export interface IngestOptions {
   /**
-   * The message's integration as the caller just read it (a webhook handler checking its
-   * signature, say), so ingest does not read it again. It must be the inbound's integration.
+   * The message's integration as the caller read it (a webhook handler checking its signature,
+   * say), so ingest does not read it before its transaction. It must be the inbound's integration.
+   * The copy may be old: inside the transaction ingest checks that it is still the stored one, and
+   * when it is not (changed or deleted since), stores nothing and answers `CONFLICT`, so the caller
+   * reads it again and decides on the fresh one.
    */
   readonly integration?: Integration
   /**
    * The webhook log entry to store for this message once its outcome is known (duplicates
    * included), in the message's transaction: both are stored or neither is.
    */
-  readonly webhookLog?: (result: IngestResult) => NewWebhookLog
+  readonly webhookLog?: (decision: IngestDecision) => NewWebhookLog
 }
 
 const MAX_ATTEMPTS = 3
@@ -70,6 +87,26 @@ export function announceReceived(
   })
 }
 
+/**
+ * Whether `stored` is still the integration a caller checked a message against as `given`: the
+ * same row, not updated since.
+ */
+export function sameIntegration(given: Integration, stored: Integration | null): boolean {
+  return (
+    stored !== null &&
+    stored.updatedAt === given.updatedAt &&
+    stored.active === given.active &&
+    stored.webhookSecret === given.webhookSecret &&
+    stored.entryAgentId === given.entryAgentId &&
+    stored.companyId === given.companyId &&
+    stored.type === given.type
+  )
+}
+
+export function integrationChanged(): SwitchboardError {
+  return switchboardError('CONFLICT', 'the integration changed since it was read; read it again')
+}
+
 /** A caller handing over another integration than the message's is a bug, not a domain failure. */
 export function assertIntegrationOf(inbound: InboundMessage, integration: Integration): void {
   if (integration.id === inbound.integrationId) return
@@ -98,19 +135,25 @@ export async function ingest(
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
     // Started together: a storage that pipelines statements answers all three in one round trip.
     // The entry agent opens a new session, and is the active agent of most open ones.
-    const [existing, open, entryAgent] = await Promise.all([
+    const [existing, open, entryAgent, stored] = await Promise.all([
       inbound.externalId === undefined
         ? null
         : tx.messages.findByExternalId({ integrationId: integration.id, externalId: inbound.externalId }),
       tx.sessions.findOpen({ integrationId: integration.id, clientId: inbound.clientId }),
       tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId }),
+      options.integration === undefined ? integration : tx.integrations.get({ id: integration.id }),
     ])
+    if (!sameIntegration(integration, stored)) return err(integrationChanged())
     if (existing !== null) {
       const session =
         open !== null && open.id === existing.sessionId
           ? open
           : await tx.sessions.get({ id: existing.sessionId })
-      if (session !== null) return ok({ session, message: existing, duplicate: true, queued: false })
+      if (session !== null) {
+        const decision = { session, messageId: existing.id, duplicate: true, queued: false }
+        if (options.webhookLog !== undefined) await tx.webhookLogs.add(options.webhookLog(decision))
+        return ok({ session, message: existing, duplicate: true, queued: false })
+      }
     }
 
     const now = context.clock.now()
@@ -123,8 +166,6 @@ export async function ingest(
       session = await followCustomer(tx, open, inbound, now)
     }
 
-    const message = await tx.messages.insert(customerMessage(context, session, inbound, now))
-
     let queued = false
     if (session.state === 'ongoing') {
       // A new session's active agent is the entry agent, and so is that of most open ones.
@@ -133,28 +174,30 @@ export async function ingest(
           ? entryAgent
           : await tx.agents.get({ companyId: session.companyId, id: session.activeAgentId })
       // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
-      if (active === null || active.kind !== 'human') {
-        await tx.jobs.enqueue({
-          companyId: session.companyId,
-          sessionId: session.id,
-          messageId: message.id,
-          availableAt: now,
-        })
-        queued = true
-      }
+      queued = active === null || active.kind !== 'human'
     }
+    // The message, its job and its log entry are started together: a storage that pipelines
+    // statements writes them in one round trip. The message's id is ours, so nothing waits for it.
+    const planned = customerMessage(context, session, inbound, now)
+    const decision = { session, messageId: planned.id, duplicate: false, queued }
+    const [message] = await Promise.all([
+      tx.messages.insert(planned),
+      queued
+        ? tx.jobs.enqueue({
+            companyId: session.companyId,
+            sessionId: session.id,
+            messageId: planned.id,
+            availableAt: now,
+          })
+        : undefined,
+      options.webhookLog === undefined ? undefined : tx.webhookLogs.add(options.webhookLog(decision)),
+    ])
     return ok({ session, message, duplicate: false, queued })
   }
 
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const result = await context.storage.transaction(async (tx) => {
-        const stored = await store(tx)
-        if (stored.isOk() && options.webhookLog !== undefined) {
-          await tx.webhookLogs.add(options.webhookLog(stored.value))
-        }
-        return stored
-      })
+      const result = await context.storage.transaction(store)
       announceReceived(context, result)
       return result
     } catch (error) {
