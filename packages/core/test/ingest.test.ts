@@ -10,6 +10,7 @@ import type {
   Storage,
 } from '../src/index.js'
 import { type ConversationHarness, createConversationHarness, reply } from '../src/testing/index.js'
+import { recordRoundTrips } from './support/round-trips.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -39,43 +40,6 @@ function recordStores(storage: Storage): number[] {
       return result
     })
   return stores
-}
-
-/**
- * The calls each transaction made, grouped in round trips: calls started before any earlier call
- * of the transaction answered leave together on a storage that pipelines statements.
- */
-function recordRoundTrips(storage: Storage): string[][][] {
-  const transactions: string[][][] = []
-  const transaction = storage.transaction.bind(storage)
-  ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) =>
-    transaction(async (tx) => {
-      const trips: string[][] = []
-      let answered = true
-      const watched = Object.fromEntries(
-        Object.entries(tx).map(([name, repository]) => [
-          name,
-          new Proxy(repository as object, {
-            get(target, method) {
-              const value = Reflect.get(target, method)
-              if (typeof value !== 'function') return value
-              return (...args: unknown[]) => {
-                if (answered) trips.push([])
-                answered = false
-                trips[trips.length - 1]!.push(`${name}.${String(method)}`)
-                return (value as (...args: unknown[]) => Promise<unknown>).apply(target, args).finally(() => {
-                  answered = true
-                })
-              }
-            },
-          }),
-        ]),
-      ) as unknown as typeof tx
-      const result = await fn(watched)
-      transactions.push(trips)
-      return result
-    })
-  return transactions
 }
 
 async function integrationOf(storage: Storage, id: string): Promise<Integration> {

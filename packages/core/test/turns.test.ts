@@ -8,6 +8,7 @@ import {
   reply,
   toolCall,
 } from '../src/testing/index.js'
+import { recordRoundTrips } from './support/round-trips.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -15,6 +16,31 @@ afterEach(async () => {
 })
 
 describe('an agent turn', () => {
+  it('commits a turn in three round trips: the session, then every write together, then COMMIT', async () => {
+    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
+    harness.model.script(
+      harness.agent('support'),
+      toolCall('save_fact', { key: 'name', value: 'Ann' }),
+      reply('Hello Ann'),
+    )
+    const transactions = recordRoundTrips(harness.storage)
+    await harness.customer('ann').sends('Hi, I am Ann')
+    await harness.switchboard.idle()
+    expect(harness.customer('ann').replies()).toEqual(['Hello Ann'])
+    const turn = transactions.find((trips) => trips.flat().includes('jobs.complete'))
+    expect(turn).toEqual([
+      ['sessions.get'],
+      [
+        'jobs.complete',
+        'messages.insert',
+        'outbox.add',
+        'sessions.save',
+        'billing.recordUsage',
+        'billing.recordUsage',
+      ],
+    ])
+  })
+
   it('sends the prompt layout of CONTRACT §10 with the three built-in tools', async () => {
     harness = await createConversationHarness({
       agents: {

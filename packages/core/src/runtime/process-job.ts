@@ -110,8 +110,7 @@ export async function processJob(
 
   const outcome = takeover === undefined ? turn : { ...turn, pathEntries: [takeover, ...turn.pathEntries] }
 
-  const committed = await updateSession(storage, { sessionId: session.id }, async (current, tx) => {
-    if (!(await tx.jobs.complete({ jobId: lease.jobId, token: lease.token }))) throw new LeaseLost()
+  const committed = await updateSession(storage, { sessionId: session.id }, (current, tx) => {
     const now = context.clock.now()
     let next = mergeOutcome(current, session, outcome, now)
     // Someone else paused or closed the session while the agents worked: their replies stay unsent.
@@ -130,53 +129,76 @@ export async function processJob(
           ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
         }
         transferring = true
-        // Paused for the human: earlier replies that have not left stay unsent, and no longer hold
-        // back this turn's announcement, which goes out before the transfer.
-        await blockPending(tx, current.id, ['agent', 'system'], now)
       }
     }
-    const stored: Message[] = []
+    // Every write of the turn starts now, in this order, without waiting for the one before: the
+    // ids are ours, so a storage that pipelines statements sends them, the session's save and the
+    // charge in one round trip. A lease taken over fails the transaction, taking them all back.
+    const completing = tx.jobs.complete({ jobId: lease.jobId, token: lease.token })
+    // Paused for the human: earlier replies that have not left stay unsent, and no longer hold
+    // back this turn's announcement, which goes out before the transfer.
+    const blocking = transferring ? blockPending(tx, current.id, ['agent', 'system'], now) : undefined
+    const writes: Promise<unknown>[] = []
+    const inserting: Promise<Message>[] = []
     for (const outgoing of outcome.outgoing) {
-      const reply = await tx.messages.insert({
-        id: context.ids.uuid(),
-        companyId: current.companyId,
-        sessionId: current.id,
-        integrationId: current.integrationId,
-        role: outgoing.role,
-        text: outgoing.text,
-        agentId: outgoing.agentId,
-        at: now,
-        delivery: silenced ? 'blocked' : 'pending',
-      })
-      stored.push(reply)
-      if (!silenced) {
-        await tx.outbox.add({
-          messageId: reply.id,
-          sessionId: current.id,
+      const id = context.ids.uuid()
+      inserting.push(
+        tx.messages.insert({
+          id,
           companyId: current.companyId,
+          sessionId: current.id,
           integrationId: current.integrationId,
-          availableAt: now,
-        })
+          role: outgoing.role,
+          text: outgoing.text,
+          agentId: outgoing.agentId,
+          at: now,
+          delivery: silenced ? 'blocked' : 'pending',
+        }),
+      )
+      if (!silenced) {
+        writes.push(
+          tx.outbox.add({
+            messageId: id,
+            sessionId: current.id,
+            companyId: current.companyId,
+            integrationId: current.integrationId,
+            availableAt: now,
+          }),
+        )
       }
     }
+    const value = { stored: [] as Message[], silenced, transferring }
+    const pending = (async () => {
+      const [completed, stored] = await Promise.all([
+        completing,
+        Promise.all(inserting),
+        blocking,
+        Promise.all(writes),
+      ])
+      if (!completed) throw new LeaseLost()
+      value.stored = stored
+    })()
     return {
       session: next,
-      value: { stored, silenced, transferring },
+      value,
+      pending,
       // Charged last: every turn of the company updates its one balance row, which stays locked
       // from this write to COMMIT, so the company's other turns wait only for this commit.
-      async beforeCommit(last) {
-        for (const call of outcome.usage) {
-          await last.billing.recordUsage({
-            id: context.ids.uuid(),
-            companyId: current.companyId,
-            sessionId: current.id,
-            model: call.model,
-            inputTokens: call.usage.inputTokens,
-            outputTokens: call.usage.outputTokens,
-            costUsd: context.prices.cost(call.model, call.usage),
-            at: now,
-          })
-        }
+      beforeCommit: async (last) => {
+        await Promise.all(
+          outcome.usage.map((call) =>
+            last.billing.recordUsage({
+              id: context.ids.uuid(),
+              companyId: current.companyId,
+              sessionId: current.id,
+              model: call.model,
+              inputTokens: call.usage.inputTokens,
+              outputTokens: call.usage.outputTokens,
+              costUsd: context.prices.cost(call.model, call.usage),
+              at: now,
+            }),
+          ),
+        )
       },
     }
   })

@@ -12,7 +12,13 @@ export type SessionChange<T> =
       readonly session: Session
       readonly value: T
       /**
-       * Writes made after the session is saved, the last before COMMIT: a row that many
+       * Writes `apply` started and did not wait for. The session's save and `beforeCommit` start
+       * behind them at once, so a storage that pipelines statements sends them all in one round
+       * trip; the transaction fails, and is taken back, when this rejects.
+       */
+      readonly pending?: Promise<unknown>
+      /**
+       * Writes started after the session's save, the last before COMMIT: a row that many
        * transactions update (a company's balance) then stays locked for the least time.
        */
       readonly beforeCommit?: (tx: Repositories) => Promise<void>
@@ -27,7 +33,7 @@ export type SessionChange<T> =
 export async function updateSession<T>(
   storage: Storage,
   target: { sessionId: string; companyId?: number | undefined },
-  apply: (session: Session, tx: Repositories) => Promise<SessionChange<T>>,
+  apply: (session: Session, tx: Repositories) => SessionChange<T> | Promise<SessionChange<T>>,
 ): Promise<Result<{ session: Session; previous: Session; value: T }, SwitchboardError>> {
   for (let attempt = 1; ; attempt += 1) {
     try {
@@ -37,11 +43,16 @@ export async function updateSession<T>(
           ...(target.companyId === undefined ? {} : { companyId: target.companyId }),
         })
         if (current === null) return err(switchboardError('NOT_FOUND', 'session not found'))
-        const change = await apply(current, tx)
+        // Not awaited when it need not be: the writes `apply` started then leave with the save.
+        const applied = apply(current, tx)
+        const change = applied instanceof Promise ? await applied : applied
         if ('error' in change) return err(change.error)
-        const saved = change.session === current ? current : await tx.sessions.save(change.session)
+        const [saved] = await Promise.all([
+          change.session === current ? current : tx.sessions.save(change.session),
+          change.pending,
+          change.beforeCommit?.(tx),
+        ])
         if (saved === null) throw new VersionConflict()
-        await change.beforeCommit?.(tx)
         return ok({ session: saved, previous: current, value: change.value })
       })
       return outcome
