@@ -168,24 +168,21 @@ export async function processJob(
       }
     }
     const value = { stored: [] as Message[], silenced, transferring }
-    const pending = (async () => {
-      const [completed, stored] = await Promise.all([
-        completing,
-        Promise.all(inserting),
-        blocking,
-        Promise.all(writes),
-      ])
-      if (!completed) throw new LeaseLost()
-      value.stored = stored
-    })()
+    const replies = inserting.length
+    if (blocking !== undefined) writes.push(blocking)
+    // One flat list: the completion, the replies, then the other writes.
+    const pending = Promise.all<unknown>([completing, ...inserting, ...writes]).then((results) => {
+      if (results[0] !== true) throw new LeaseLost()
+      value.stored = results.slice(1, 1 + replies) as Message[]
+    })
     return {
       session: next,
       value,
       pending,
       // Charged last: every turn of the company updates its one balance row, which stays locked
       // from this write to COMMIT, so the company's other turns wait only for this commit.
-      beforeCommit: async (last) => {
-        await Promise.all(
+      beforeCommit: (last) =>
+        Promise.all(
           outcome.usage.map((call) =>
             last.billing.recordUsage({
               id: context.ids.uuid(),
@@ -198,8 +195,7 @@ export async function processJob(
               at: now,
             }),
           ),
-        )
-      },
+        ),
     }
   })
   if (committed.isErr()) return

@@ -21,7 +21,7 @@ export type SessionChange<T> =
        * Writes started after the session's save, the last before COMMIT: a row that many
        * transactions update (a company's balance) then stays locked for the least time.
        */
-      readonly beforeCommit?: (tx: Repositories) => Promise<void>
+      readonly beforeCommit?: (tx: Repositories) => Promise<unknown>
     }
   | { readonly error: SwitchboardError }
 
@@ -47,11 +47,11 @@ export async function updateSession<T>(
         const applied = apply(current, tx)
         const change = applied instanceof Promise ? await applied : applied
         if ('error' in change) return err(change.error)
-        const [saved] = await Promise.all([
-          change.session === current ? current : tx.sessions.save(change.session),
-          change.pending,
-          change.beforeCommit?.(tx),
-        ])
+        const saving = change.session === current ? current : tx.sessions.save(change.session)
+        const saved =
+          change.pending === undefined && change.beforeCommit === undefined
+            ? await saving
+            : (await Promise.all([saving, change.pending, change.beforeCommit?.(tx)]))[0]
         if (saved === null) throw new VersionConflict()
         return ok({ session: saved, previous: current, value: change.value })
       })
