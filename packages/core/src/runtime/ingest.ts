@@ -180,18 +180,19 @@ export async function ingest(
     // statements writes them in one round trip. The message's id is ours, so nothing waits for it.
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
-    const [message] = await Promise.all([
-      tx.messages.insert(planned),
-      queued
-        ? tx.jobs.enqueue({
-            companyId: session.companyId,
-            sessionId: session.id,
-            messageId: planned.id,
-            availableAt: now,
-          })
-        : undefined,
-      options.webhookLog === undefined ? undefined : tx.webhookLogs.add(options.webhookLog(decision)),
-    ])
+    const writes: Promise<unknown>[] = [tx.messages.insert(planned)]
+    if (queued) {
+      writes.push(
+        tx.jobs.enqueue({
+          companyId: session.companyId,
+          sessionId: session.id,
+          messageId: planned.id,
+          availableAt: now,
+        }),
+      )
+    }
+    if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
+    const message = (await Promise.all(writes))[0] as Message
     return ok({ session, message, duplicate: false, queued })
   }
 
