@@ -8,7 +8,7 @@ import {
   reply,
   toolCall,
 } from '../src/testing/index.js'
-import { recordRoundTrips } from './support/round-trips.js'
+import { recordRoundTrips, recordStorageTrips } from './support/round-trips.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -16,6 +16,25 @@ afterEach(async () => {
 })
 
 describe('an agent turn', () => {
+  it('reads what a turn needs in two round trips: the job rows, then the agent, channel and history', async () => {
+    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
+    harness.model.script(harness.agent('support'), reply('Hello'))
+    const trips = recordStorageTrips(harness.storage)
+    await harness.customer('ann').sends('Hi')
+    await harness.switchboard.idle()
+    expect(harness.customer('ann').replies()).toEqual(['Hello'])
+    const leased = trips.findIndex((trip) => trip.includes('jobs.lease'))
+    // The pool may ask for more jobs meanwhile; those calls are its own, not the turn's.
+    const reads = trips
+      .slice(leased + 1)
+      .map((trip) => trip.filter((call) => call !== 'jobs.lease'))
+      .filter((trip) => trip.length > 0)
+    expect(reads.slice(0, 2).map((trip) => [...trip].sort())).toEqual([
+      ['messages.get', 'sessions.get'],
+      ['agents.get', 'integrations.get', 'messages.history'],
+    ])
+  })
+
   it('commits a turn in three round trips: the session, then every write together, then COMMIT', async () => {
     harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
     harness.model.script(

@@ -50,18 +50,35 @@ export async function processJob(
   lease: JobLease,
 ): Promise<void> {
   const { storage } = context
-  const session = await storage.sessions.get({ id: lease.sessionId })
-  const message = await storage.messages.get({ id: lease.messageId })
+  // Reads that do not depend on each other start together: a storage that pipelines or pools
+  // statements answers each group in one round trip.
+  const [session, message] = await Promise.all([
+    storage.sessions.get({ id: lease.sessionId }),
+    storage.messages.get({ id: lease.messageId }),
+  ])
   if (session === null || message === null || session.state !== 'ongoing') return skip(context, lease)
 
   const loadAgent = createAgentLoader(context, session.companyId)
-  let activeAgent = await loadAgent(session.activeAgentId)
+  const reads = Promise.all([
+    loadAgent(session.activeAgentId),
+    storage.integrations.get({ id: session.integrationId }),
+    storage.messages.history({
+      sessionId: session.id,
+      currentSequence: message.sequence,
+      limit: MAX_HISTORY_WINDOW,
+    }),
+  ])
+  const balance = context.enforceCredits ? storage.billing.getBalance({ companyId: session.companyId }) : null
+  // A job skipped below never waits for the balance; its failure must not go unheard then.
+  balance?.catch(() => undefined)
+  const [active, integration, priorMessages] = await reads
+  let activeAgent = active
   /** The path entry of the entry agent taking over from an active agent that was deleted. */
   let takeover: AgentPathEntry | undefined
   if (activeAgent === null) {
     // Deleting an agent that still holds conversations is allowed (CONTRACT §4 refuses only entry
     // agents and targets); its customers are answered by the integration's entry agent instead.
-    const entryAgentId = (await storage.integrations.get({ id: session.integrationId }))?.entryAgentId
+    const entryAgentId = integration?.entryAgentId
     activeAgent = entryAgentId === undefined ? null : await loadAgent(entryAgentId)
     if (activeAgent !== null) {
       takeover = pathEntry(activeAgent, 'manual', context.clock.now(), {
@@ -71,17 +88,9 @@ export async function processJob(
   }
   if (activeAgent === null || activeAgent.kind === 'human') return skip(context, lease)
 
-  if (context.enforceCredits && (await storage.billing.getBalance({ companyId: session.companyId })) <= 0) {
-    return recordCreditsExhausted(context, lease, activeAgent.id)
-  }
+  if (balance !== null && (await balance) <= 0) return recordCreditsExhausted(context, lease, activeAgent.id)
 
-  const integration = await storage.integrations.get({ id: session.integrationId })
   const connector = integration === null ? undefined : context.connectors.get(integration.type)
-  const priorMessages = await storage.messages.history({
-    sessionId: session.id,
-    currentSequence: message.sequence,
-    limit: MAX_HISTORY_WINDOW,
-  })
   const firstCustomerMessage =
     session.metadata.routing === undefined && !priorMessages.some((prior) => prior.role === 'customer')
 
