@@ -27,6 +27,31 @@ function createWatchedStorage(): { storage: Storage; leases: LeaseCall[] } {
   return { storage, leases }
 }
 
+/** A model that answers `text` after `ms`, longer than the short leases of these tests. */
+function slowModel(text: string, ms: number): LlmProvider {
+  return {
+    name: 'slow',
+    complete: () =>
+      new Promise((resolve) =>
+        setTimeout(() => resolve({ text, toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }), ms),
+      ),
+  }
+}
+
+/** Turns that answer "late" after 250 ms, with leases of 90 ms: each must be renewed to finish. */
+async function startSlowTurns(storage: Storage) {
+  const connector = createRecordingConnector()
+  const { integration } = await seedChannel(storage, { type: connector.type })
+  const switchboard = createSwitchboard({
+    storage,
+    model: slowModel('late', 250),
+    knowledge: createMemoryKnowledgeIndex(),
+    connectors: [connector],
+    leaseMs: 90,
+  })
+  return { switchboard, connector, integration }
+}
+
 async function start(options: { concurrency?: number; replies: number }) {
   const { storage, leases } = createWatchedStorage()
   const connector = createRecordingConnector()
@@ -87,31 +112,13 @@ describe('the worker pool', () => {
 
   it('renews the lease of a turn that outlasts it, so no other process takes the job, and stops after', async () => {
     const { storage } = createWatchedStorage()
-    const connector = createRecordingConnector()
-    const { integration } = await seedChannel(storage, { type: connector.type })
-    const slowModel: LlmProvider = {
-      name: 'slow',
-      complete: () =>
-        new Promise((resolve) =>
-          setTimeout(
-            () => resolve({ text: 'late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }),
-            250,
-          ),
-        ),
-    }
     const renewals: number[] = []
     const renew = storage.jobs.renew
     storage.jobs.renew = (options) => {
       renewals.push(Date.now())
       return renew(options)
     }
-    const switchboard = createSwitchboard({
-      storage,
-      model: slowModel,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      leaseMs: 90,
-    })
+    const { switchboard, connector, integration } = await startSlowTurns(storage)
     await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     await new Promise((resolve) => setTimeout(resolve, 150))
     // Another process, on its own clock: the lease would have run out 60 ms ago without renewals.
@@ -127,25 +134,7 @@ describe('the worker pool', () => {
 
   it('keeps renewing the leases of the turns a stop waits for', async () => {
     const storage = createMemoryStorage()
-    const connector = createRecordingConnector()
-    const { integration } = await seedChannel(storage, { type: connector.type })
-    const slowModel: LlmProvider = {
-      name: 'slow',
-      complete: () =>
-        new Promise((resolve) =>
-          setTimeout(
-            () => resolve({ text: 'late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }),
-            250,
-          ),
-        ),
-    }
-    const switchboard = createSwitchboard({
-      storage,
-      model: slowModel,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      leaseMs: 90,
-    })
+    const { switchboard, connector, integration } = await startSlowTurns(storage)
     const started = new Promise((resolve) => switchboard.events.once('turn-started', resolve))
     await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     await started
