@@ -150,11 +150,6 @@ export function createMessageRepository(client: DbClient): MessageRepository {
       return rows.map(messageOf)
     },
 
-    async setDelivery({ id, delivery }) {
-      if (!isUuid(id)) return
-      await client.query('UPDATE messages SET delivery = $2 WHERE id = $1::uuid', [id, delivery])
-    },
-
     async blockPending({ sessionId, roles }) {
       if (!isUuid(sessionId) || roles.length === 0) return []
       const rows = await client.query<{ id: string; sequence: unknown }>(

@@ -108,11 +108,19 @@ export function createOutboxRepository(client: DbClient): OutboxRepository {
         .map(itemOf)
     },
 
-    async remove({ messageId, leaseToken }) {
+    async remove({ messageId, leaseToken, delivery }) {
       if (!isUuid(messageId)) return false
+      // The outcome is written only for a row this claim removed; a data-modifying WITH runs
+      // whether or not the outer query reads it.
       const rows = await client.query(
-        'DELETE FROM outbox WHERE message_id = $1::uuid AND lease_token = $2 RETURNING message_id',
-        [messageId, leaseToken],
+        `WITH removed AS (
+          DELETE FROM outbox WHERE message_id = $1::uuid AND lease_token = $2 RETURNING message_id
+        ), recorded AS (
+          UPDATE messages SET delivery = $3 FROM removed
+          WHERE $3::text IS NOT NULL AND messages.id = removed.message_id
+        )
+        SELECT message_id FROM removed`,
+        [messageId, leaseToken, delivery ?? null],
       )
       return rows.length > 0
     },

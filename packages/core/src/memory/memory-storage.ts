@@ -83,7 +83,7 @@ function createRepositories(
     integrations: createIntegrationRepository({ integrations: tables.integrations, statement }),
     sessions: createSessionRepository({ sessions: tables.sessions, statement }),
     messages: createMessageRepository({ messages: tables.messages, statement }),
-    outbox: createOutboxRepository({ outbox: tables.outbox, statement }),
+    outbox: createOutboxRepository({ outbox: tables.outbox, messages: tables.messages, statement }),
     jobs: createJobQueue({ jobs: tables.jobs, listeners, statement }),
     companies: createCompanyRepository({ companies: tables.companies, statement }),
     users: createUserRepository({ users: tables.users, statement }),

@@ -3,7 +3,7 @@ import type { Delivery, Message, MessageRole } from '../domain/session.js'
 import type { MessageRepository, NewMessage } from '../ports/storage.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
-interface StoredMessage {
+export interface StoredMessage {
   readonly message: Message
   /** Not part of a `Message`, but external ids are unique per integration. */
   readonly integrationId: string
@@ -51,6 +51,17 @@ function messageRow(input: NewMessage, sequence: number): Message {
   return Object.freeze(row)
 }
 
+/** Writes a stored message's delivery state; also the outbox's, which records a sender's outcome. */
+export function withDelivery(
+  log: UndoLog,
+  messages: MessageTable,
+  stored: StoredMessage,
+  delivery: Delivery,
+): void {
+  const message = Object.freeze({ ...stored.message, delivery })
+  log.set(messages.rows, message.id, { message, integrationId: stored.integrationId })
+}
+
 export function createMessageRepository(options: {
   messages: MessageTable
   statement: Statement
@@ -73,10 +84,6 @@ export function createMessageRepository(options: {
   }
 
   /** The stored message with another delivery: its fields are all primitives, so a frozen spread is a full copy. */
-  const withDelivery = (log: UndoLog, stored: StoredMessage, delivery: Delivery): void => {
-    const message = Object.freeze({ ...stored.message, delivery })
-    log.set(messages.rows, message.id, { message, integrationId: stored.integrationId })
-  }
 
   const insertOne = (log: UndoLog, input: NewMessage): Message => {
     if (messages.rows.has(input.id)) throw new Error(`Message ${input.id} already exists`)
@@ -147,19 +154,13 @@ export function createMessageRepository(options: {
         return found.reverse()
       }),
 
-    setDelivery: ({ id, delivery }) =>
-      statement((log) => {
-        const stored = messages.rows.get(id)
-        if (stored !== undefined) withDelivery(log, stored, delivery)
-      }),
-
     blockPending: ({ sessionId, roles }) =>
       statement((log) => {
         const blocked: string[] = []
         for (const id of idsOf(sessionId)) {
           const stored = messages.rows.get(id)!
           if (stored.message.delivery !== 'pending' || !roles.includes(stored.message.role)) continue
-          withDelivery(log, stored, 'blocked')
+          withDelivery(log, messages, stored, 'blocked')
           blocked.push(id)
         }
         return blocked

@@ -1,4 +1,5 @@
 import type { OutboxItem, OutboxRepository } from '../ports/storage.js'
+import { type MessageTable, withDelivery } from './message-repository.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 interface OutboxRecord {
@@ -47,9 +48,11 @@ function headOf(rows: Iterable<OutboxRecord>, sessionId: string): OutboxRecord |
 
 export function createOutboxRepository(options: {
   outbox: OutboxTable
+  /** The messages whose delivery `remove` records. */
+  messages: MessageTable
   statement: Statement
 }): OutboxRepository {
-  const { outbox, statement } = options
+  const { outbox, messages, statement } = options
 
   const lease = (
     log: UndoLog,
@@ -120,10 +123,14 @@ export function createOutboxRepository(options: {
         return due.map((record) => lease(log, record, { now, leaseMs, leaseToken }))
       }),
 
-    remove: ({ messageId, leaseToken }) =>
+    remove: ({ messageId, leaseToken, delivery }) =>
       statement((log) => {
         if (heldBy(messageId, leaseToken) === null) return false
         log.delete(outbox.rows, messageId)
+        if (delivery !== undefined) {
+          const stored = messages.rows.get(messageId)
+          if (stored !== undefined) withDelivery(log, messages, stored, delivery)
+        }
         return true
       }),
 

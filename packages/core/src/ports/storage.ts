@@ -116,7 +116,6 @@ export interface MessageRepository {
    * reply and operator message so far, but no customer message that arrived after the current one.
    */
   history(options: { sessionId: string; currentSequence: number; limit: number }): Promise<Message[]>
-  setDelivery(options: { id: string; delivery: Delivery }): Promise<void>
   /** Turns the session's pending outgoing messages of `roles` into blocked; returns their ids. */
   blockPending(options: { sessionId: string; roles: readonly MessageRole[] }): Promise<string[]>
 }
@@ -169,8 +168,12 @@ export interface OutboxRepository {
   }): Promise<OutboxItem | null>
   /** Claims up to `limit` session heads whose time has come, earliest due first: one per session. */
   claimDue(options: { now: Date; limit: number; leaseMs: number; leaseToken: string }): Promise<OutboxItem[]>
-  /** Done with it: sent, failed for good or blocked. The session's next message is free to go. */
-  remove(options: { messageId: string; leaseToken: string }): Promise<boolean>
+  /**
+   * Done with it: sent, failed for good or blocked. The session's next message is free to go.
+   * False, changing nothing, unless this claim still held it. With `delivery`, the message's
+   * delivery becomes that in the same statement, so a sender records its outcome in one call.
+   */
+  remove(options: { messageId: string; leaseToken: string; delivery?: 'sent' | 'failed' }): Promise<boolean>
   /** Gives the message back until `availableAt`; it stays its session's head meanwhile. */
   retryLater(options: {
     messageId: string

@@ -109,11 +109,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     }
 
     if (outcome.ok) {
-      await storage.transaction(async (tx) => {
-        if (await tx.outbox.remove({ messageId: item.messageId, leaseToken })) {
-          await tx.messages.setDelivery({ id: item.messageId, delivery: 'sent' })
-        }
-      })
+      await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'sent' })
       emitSafely(context, 'message-delivered', event)
       return true
     }
@@ -130,11 +126,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       scheduleRetry(item.messageId, delay)
       return false
     }
-    await storage.transaction(async (tx) => {
-      if (await tx.outbox.remove({ messageId: item.messageId, leaseToken })) {
-        await tx.messages.setDelivery({ id: item.messageId, delivery: 'failed' })
-      }
-    })
+    await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'failed' })
     emitSafely(context, 'delivery-failed', { ...event, error: outcome.error })
     return true
   }

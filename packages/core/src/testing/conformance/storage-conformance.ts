@@ -759,14 +759,6 @@ export function runStorageConformance(
         expect(await history(current.sequence, 0)).toEqual([])
       })
 
-      it('sets the delivery of a message', async () => {
-        const reply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
-
-        await storage.messages.setDelivery({ id: reply.id, delivery: 'sent' })
-        expect(await storage.messages.get({ id: reply.id })).toEqual({ ...reply, delivery: 'sent' })
-        await storage.messages.setDelivery({ id: randomUUID(), delivery: 'failed' })
-      })
-
       it('blocks the pending outgoing messages of the given roles in the session', async () => {
         const pendingReply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
         const pendingOperator = await insertMessage(storage, session, {
@@ -927,6 +919,43 @@ export function runStorageConformance(
           if (claimed.length < 100) return
         }
       }
+
+      it('records the outcome of a delivery with its removal, only while the claim holds', async () => {
+        const sent = await addReply(session, at())
+        await storage.outbox.claim({ messageId: sent.id, now: at(), leaseMs: 30_000, leaseToken: 'sender' })
+        expect(
+          await storage.outbox.remove({ messageId: sent.id, leaseToken: 'another', delivery: 'sent' }),
+        ).toBe(false)
+        expect((await storage.messages.get({ id: sent.id }))?.delivery).toBe('pending')
+        expect(
+          await storage.outbox.remove({ messageId: sent.id, leaseToken: 'sender', delivery: 'sent' }),
+        ).toBe(true)
+        expect((await storage.messages.get({ id: sent.id }))?.delivery).toBe('sent')
+        // Removed already: a second sender's outcome changes nothing.
+        expect(
+          await storage.outbox.remove({ messageId: sent.id, leaseToken: 'sender', delivery: 'failed' }),
+        ).toBe(false)
+        expect((await storage.messages.get({ id: sent.id }))?.delivery).toBe('sent')
+
+        const failed = await addReply(session, at(1))
+        await storage.outbox.claim({
+          messageId: failed.id,
+          now: at(1),
+          leaseMs: 30_000,
+          leaseToken: 'sender',
+        })
+        await expect(
+          storage.transaction(async (tx) => {
+            await tx.outbox.remove({ messageId: failed.id, leaseToken: 'sender', delivery: 'failed' })
+            throw new Error('rolled back')
+          }),
+        ).rejects.toThrow('rolled back')
+        expect((await storage.messages.get({ id: failed.id }))?.delivery).toBe('pending')
+        expect(
+          await storage.outbox.remove({ messageId: failed.id, leaseToken: 'sender', delivery: 'failed' }),
+        ).toBe(true)
+        expect((await storage.messages.get({ id: failed.id }))?.delivery).toBe('failed')
+      })
 
       it('claims a waiting message once, until its lease runs out', async () => {
         const message = await addReply(session, at())
@@ -1438,7 +1467,8 @@ export function runStorageConformance(
         const kept = await createAgent(storage, companyId)
         const doomed = await createAgent(storage, companyId)
         const session = await createSession(storage, channel)
-        const reply = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
+        // A pending reply for the rolled-back blockPending to block.
+        await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
         const queued = await insertMessage(storage, session, { role: 'agent', delivery: 'pending' })
         await storage.outbox.add({
           messageId: queued.id,
@@ -1494,9 +1524,9 @@ export function runStorageConformance(
               at: at(HOUR),
             })
             await tx.sessions.save({ ...session, state: 'closed' })
-            await tx.messages.setDelivery({ id: reply.id, delivery: 'sent' })
             await tx.messages.blockPending({ sessionId: session.id, roles: ['agent'] })
             await tx.outbox.claim({ messageId: queued.id, now: at(), leaseMs: HOUR, leaseToken: 'doomed' })
+            await tx.outbox.remove({ messageId: queued.id, leaseToken: 'doomed', delivery: 'sent' })
             await tx.outbox.removeForSession({ sessionId: session.id })
             throw failure
           }),
