@@ -133,8 +133,9 @@ export async function ingest(
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
-    // Started together: a storage that pipelines statements answers all three in one round trip.
-    // The entry agent opens a new session, and is the active agent of most open ones.
+    // Started together: a storage that pipelines statements answers them in one round trip. The
+    // entry agent opens a new session, and is the active agent of most open ones. A caller's copy
+    // of the integration is checked against the stored row.
     const [existing, open, entryAgent, stored] = await Promise.all([
       inbound.externalId === undefined
         ? null
