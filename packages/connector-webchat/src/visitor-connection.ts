@@ -144,7 +144,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
         `more than ${settings.rateLimit.messages} messages in ${seconds} s; wait a moment`,
       )
     }
-    const result = await switchboard.ingest({
+    const inbound = {
       integrationId: integration.id,
       clientId: visitorId,
       text: frame.text,
@@ -152,7 +152,11 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       ...(frame.clientMessageId === undefined
         ? {}
         : { externalId: `webchat:${visitorId}:${frame.clientMessageId}` }),
-    })
+    }
+    // The integration as the handshake read it saves reading it for every message; the store
+    // checks it is still current, and when it changed since (CONFLICT), ingest reads it afresh.
+    let result = await switchboard.ingest(inbound, { integration })
+    if (result.isErr() && result.error.code === 'CONFLICT') result = await switchboard.ingest(inbound)
     if (result.isErr()) {
       send({ type: 'error', code: result.error.code, message: result.error.message })
       if (result.error.code === 'INTEGRATION_INACTIVE' || result.error.code === 'NOT_FOUND') {

@@ -51,6 +51,27 @@ describe('webchat across processes', () => {
     expect(await onB.next()).toMatchObject({ type: 'session', sessionId: session.sessionId, state: 'paused' })
   })
 
+  it('stores a visitor message on the integration its handshake read, checked in the store', async () => {
+    // A node that takes no jobs: the storage calls are the socket's and the store's alone.
+    cluster = await startCluster({ nodes: [{ concurrency: 0 }] })
+    const [node] = cluster.nodes as [Cluster['nodes'][0]]
+    const visitor = await connectVisitor(node.socketUrl())
+    visitors.push(visitor)
+    await visitor.next('session')
+    const storage = cluster.storage
+    let reads = 0
+    const get = storage.integrations.get.bind(storage.integrations)
+    storage.integrations.get = (options) => {
+      reads += 1
+      return get(options)
+    }
+    visitor.send({ type: 'message', text: 'one', clientMessageId: 'c-1' })
+    await visitor.next('ack')
+    visitor.send({ type: 'message', text: 'two', clientMessageId: 'c-2' })
+    await visitor.next('ack')
+    expect(reads).toBe(0)
+  })
+
   it('turns typing off from the process whose turn ended without a reply', async () => {
     cluster = await startCluster({ nodes: [{ concurrency: 0 }, {}] })
     const [a] = cluster.nodes as [Cluster['nodes'][0]]
