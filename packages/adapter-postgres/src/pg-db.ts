@@ -71,13 +71,18 @@ export function createPgDb(options: PgDbOptions): Db {
         connection.release(error)
       }
       let open = true
+      /** The first statement that failed: PostgreSQL then answers COMMIT with a rollback. */
+      const failures: unknown[] = []
       const client: DbClient = {
         query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
           // The connection is back in the pool by now, serving somebody else's transaction.
           if (!open)
             return Promise.reject(new Error('The transaction is already over; use the storage instead'))
           holdWritesThisTick(connection)
-          return run<Row>(connection, sql, params)
+          return run<Row>(connection, sql, params).catch((error: unknown) => {
+            failures.push(error)
+            throw error
+          })
         },
       }
       try {
@@ -86,6 +91,9 @@ export function createPgDb(options: PgDbOptions): Db {
         holdWritesThisTick(connection)
         const begun = connection.query('BEGIN')
         const result = await Promise.all([begun, fn(client)]).then(([, value]) => value)
+        // A statement failed and `fn` went on: the transaction is aborted, and its COMMIT would
+        // answer ROLLBACK without an error, as if all went well.
+        if (failures.length > 0) throw failures[0]
         await connection.query('COMMIT')
         open = false
         release()

@@ -40,15 +40,25 @@ export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
     async transaction(fn) {
       assertOpen()
       return pglite.transaction(async (transaction) => {
+        /** The first statement that failed: the transaction is aborted, whatever `fn` does next. */
+        const failures: unknown[] = []
         const client: DbClient = {
           async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
             if (transaction.closed)
               throw new Error('The transaction is already over; use the storage instead')
-            const result = await transaction.query<Row>(sql, storableParameters(params))
-            return result.rows
+            try {
+              const result = await transaction.query<Row>(sql, storableParameters(params))
+              return result.rows
+            } catch (error) {
+              failures.push(error)
+              throw error
+            }
           },
         }
-        return fn(client)
+        const result = await fn(client)
+        // Thrown here, PGlite rolls back instead of sending a COMMIT that would answer ROLLBACK.
+        if (failures.length > 0) throw failures[0]
+        return result
       })
     },
 

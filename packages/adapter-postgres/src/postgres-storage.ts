@@ -92,7 +92,14 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
 
     async transaction(fn) {
       assertOpen()
-      return db.transaction((client) => fn(repositoriesOf(client)))
+      return db.transaction(async (client) => {
+        const failures: unknown[] = []
+        const result = await fn(recordingFailures(repositoriesOf(client), failures))
+        // A call that failed dooms its transaction even when `fn` went on, as a failed statement
+        // does in PostgreSQL; some calls fail in this process (a conflict found by ON CONFLICT).
+        if (failures.length > 0) throw failures[0]
+        return result
+      })
     },
 
     async close() {
@@ -102,4 +109,26 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
       await stopListening()
     },
   }
+}
+
+/** `repositories` whose calls that fail also push their error to `failures`. */
+function recordingFailures(repositories: Repositories, failures: unknown[]): Repositories {
+  const record = (error: unknown) => {
+    failures.push(error)
+    throw error
+  }
+  const watched: Record<string, unknown> = {}
+  for (const [name, repository] of Object.entries(repositories)) {
+    watched[name] = new Proxy(repository as object, {
+      get(target, method) {
+        const value = Reflect.get(target, method)
+        if (typeof value !== 'function') return value
+        return (...args: unknown[]) => {
+          const returned = (value as (...args: unknown[]) => unknown).apply(target, args)
+          return returned instanceof Promise ? returned.catch(record) : returned
+        }
+      },
+    })
+  }
+  return watched as unknown as Repositories
 }

@@ -28,6 +28,25 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(new Set(versions).size).toBe(versions.length)
   })
 
+  it('rejects a Db transaction one of whose statements failed, even when its function went on', async () => {
+    const db = context.db()
+    const table = `failed_statement_${randomUUID().replaceAll('-', '')}`
+    await db.query(`CREATE TABLE ${table} (id integer PRIMARY KEY)`)
+    try {
+      await expect(
+        db.transaction(async (client) => {
+          await client.query(`INSERT INTO ${table} (id) VALUES (1)`)
+          // Fails, aborting the transaction; COMMIT would answer ROLLBACK without an error.
+          await client.query(`INSERT INTO ${table} (id) VALUES (1)`).catch(() => undefined)
+          return 'went on'
+        }),
+      ).rejects.toThrow(/duplicate key/)
+      expect(await db.query(`SELECT id FROM ${table}`)).toEqual([])
+    } finally {
+      await db.query(`DROP TABLE ${table}`)
+    }
+  })
+
   it('applies nothing when migrated again, however often and however many at once', async () => {
     const results = await Promise.all([migrate({ db: context.db() }), migrate({ db: context.db() })])
     expect(results).toEqual([{ applied: [] }, { applied: [] }])

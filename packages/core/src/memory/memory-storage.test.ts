@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { describe, expect, it, vi } from 'vitest'
+import type { Message } from '../domain/session.js'
 import { runJobQueueConformance } from '../testing/conformance/job-queue-conformance.js'
 import { runStorageConformance } from '../testing/conformance/storage-conformance.js'
 import { at, createChannel, createSession, insertMessage } from '../testing/conformance/storage-fixtures.js'
@@ -185,20 +186,27 @@ describe('memory storage', () => {
     await expect(tx.agents.get({ companyId: 7, id: 1 })).rejects.toThrow(/transaction is already over/)
   })
 
-  it('takes back only the failed call inside a transaction', async () => {
+  it('takes back a failed call inside a transaction at once, and the transaction with it', async () => {
     const storage = createMemoryStorage()
     const channel = await createChannel(storage, 7)
     const session = await createSession(storage, channel, { clientId: 'alice' })
+    let inserted: Message | undefined
 
-    const inserted = await storage.transaction(async (tx) => {
-      const message = await insertMessage(tx, session)
-      await expect(createSession(tx, channel, { clientId: 'alice' })).rejects.toThrow(
-        /already has open session/,
-      )
-      return message
-    })
+    await expect(
+      storage.transaction(async (tx) => {
+        inserted = await insertMessage(tx, session)
+        await expect(createSession(tx, channel, { clientId: 'alice' })).rejects.toThrow(
+          /already has open session/,
+        )
+        // Within the transaction its earlier writes stand and the failed call left nothing.
+        expect(await tx.messages.get({ id: inserted.id })).toEqual(inserted)
+        expect((await tx.sessions.list({ companyId: 7, limit: 10 })).items).toEqual([session])
+        return inserted
+      }),
+    ).rejects.toThrow(/already has open session/)
 
-    expect(await storage.messages.get({ id: inserted.id })).toEqual(inserted)
+    // As in PostgreSQL, whose transaction a failed statement aborts: nothing of it is committed.
+    expect(await storage.messages.get({ id: inserted!.id })).toBeNull()
     expect((await storage.sessions.list({ companyId: 7, limit: 10 })).items).toEqual([session])
   })
 

@@ -181,6 +181,7 @@ export function createMemoryStorage(): Storage {
         slot.journal = journal
         try {
           const result = await fn(transactionRepositories)
+          if (journal.failure !== null) throw journal.failure.error
           journal.commit()
           return result
         } catch (error) {

@@ -18,6 +18,9 @@ export interface UndoMark {
 
 export interface Journal extends UndoLog {
   readonly open: boolean
+  /** The first statement of the transaction that failed: its transaction commits nothing then. */
+  readonly failure: { readonly error: unknown } | null
+  failed(error: unknown): void
   mark(): UndoMark
   /** Takes back the writes made since `mark`, keeping the earlier ones. */
   undoTo(mark: UndoMark): void
@@ -34,6 +37,7 @@ const EMPTY_MARK: UndoMark = { undos: 0, effects: 0 }
  */
 class UndoJournal implements Journal {
   open = true
+  failure: { readonly error: unknown } | null = null
   private undos: Array<() => void> = []
   private effects: Array<() => void> = []
 
@@ -60,6 +64,10 @@ class UndoJournal implements Journal {
 
   afterCommit(effect: () => void): void {
     this.effects.push(effect)
+  }
+
+  failed(error: unknown): void {
+    this.failure ??= { error }
   }
 
   mark(): UndoMark {
@@ -117,12 +125,14 @@ export function transactionStatement(slot: TransactionSlot): Statement {
     if (journal === null) {
       return Promise.reject(new Error('The transaction is already over; use the storage instead'))
     }
-    // A failing call leaves none of its own writes behind, like a failed SQL statement.
+    // A failing call leaves none of its own writes behind, like a failed SQL statement, and, as
+    // in PostgreSQL, dooms its transaction even if the caller goes on.
     const mark = journal.mark()
     try {
       return Promise.resolve(body(journal))
     } catch (error) {
       journal.undoTo(mark)
+      journal.failed(error)
       return Promise.reject(error)
     }
   }

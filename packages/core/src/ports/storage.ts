@@ -511,8 +511,10 @@ export type StorageKind = 'memory' | 'pglite' | 'postgres'
 
 /**
  * Everything Switchboard keeps. Repositories used directly run each call on its own; inside
- * `transaction` all writes commit together or not at all. Implementations throw on
- * infrastructure failure; "not found" is null.
+ * `transaction` all writes commit together or not at all. A call that fails inside `transaction`
+ * dooms it, even when `fn` catches the error and goes on: as a failed statement aborts a
+ * PostgreSQL transaction, nothing of it is committed and `transaction` rejects with that failure.
+ * Implementations throw on infrastructure failure; "not found" is null.
  */
 export interface Storage extends Repositories {
   readonly kind: StorageKind

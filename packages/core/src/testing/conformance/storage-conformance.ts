@@ -1589,6 +1589,25 @@ export function runStorageConformance(
         expect(await storage.agents.get({ companyId, id: agent.id })).toBeNull()
       })
 
+      it('commits nothing of a transaction one of whose statements failed, even when fn went on', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+        const first = await insertMessage(storage, session, { text: 'first' })
+
+        await expect(
+          storage.transaction(async (tx) => {
+            await insertMessage(tx, session, { text: 'written before the failure' })
+            // The same id again: the statement fails, and fn carries on as if nothing happened.
+            const repeated = await insertMessage(tx, session, { id: first.id }).then(
+              () => 'stored',
+              () => 'refused',
+            )
+            return repeated
+          }),
+        ).rejects.toThrow()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([first])
+      })
+
       it('lands every one of 20 concurrent compare-and-set loops', async () => {
         const channel = await createChannel(storage, companyId)
         const session = await createSession(storage, channel)
