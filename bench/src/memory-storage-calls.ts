@@ -6,8 +6,9 @@ import { agentInputSchema, createMemoryStorage, type Session, type Storage } fro
  * The storage calls of one core-turn scenario A turn, replayed on the memory storage without the
  * runtime around them, so a change to the memory storage shows up clearly instead of inside the
  * noise of a whole turn. The sequence is the one a real turn made (logged from core-turn in
- * session 5, less the delivery's reads and transaction that session 6 removed). Prints CPU µs per replayed turn
- * and per kind of call; CPU rather than wall time, as the machine is often shared.
+ * session 5, less the delivery's reads and transaction that session 6 removed). Prints CPU µs
+ * per replayed turn and per kind of call; CPU rather than wall time, as the machine is often
+ * shared.
  *
  *   npx tsx --conditions=source bench/src/memory-storage-calls.ts   core from its sources
  *   npx tsx bench/src/memory-storage-calls.ts                       core from dist (build it first)

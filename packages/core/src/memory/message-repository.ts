@@ -51,7 +51,10 @@ function messageRow(input: NewMessage, sequence: number): Message {
   return Object.freeze(row)
 }
 
-/** Writes a stored message's delivery state; also the outbox's, which records a sender's outcome. */
+/**
+ * The stored message with another delivery (its fields are all primitives, so a frozen spread is
+ * a full copy); the outbox uses it too, to record a sender's outcome with the removal.
+ */
 export function withDelivery(
   log: UndoLog,
   messages: MessageTable,
@@ -82,8 +85,6 @@ export function createMessageRepository(options: {
     }
     return low
   }
-
-  /** The stored message with another delivery: its fields are all primitives, so a frozen spread is a full copy. */
 
   const insertOne = (log: UndoLog, input: NewMessage): Message => {
     if (messages.rows.has(input.id)) throw new Error(`Message ${input.id} already exists`)
