@@ -60,6 +60,23 @@ describe('an agent turn', () => {
     ])
   })
 
+  it('delivers the replies it just committed without reading them, their session or channel back', async () => {
+    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
+    harness.model.script(harness.agent('support'), reply('Hello'))
+    const trips = recordStorageTrips(harness.storage)
+    await harness.customer('ann').sends('Hi')
+    await harness.switchboard.idle()
+    expect(harness.customer('ann').replies()).toEqual(['Hello'])
+    const claimed = trips.findIndex((trip) => trip.includes('outbox.claim'))
+    expect(claimed).toBeGreaterThan(-1)
+    // The pool may ask for more jobs meanwhile; those calls are its own, not the delivery's.
+    const calls = trips
+      .slice(claimed)
+      .flat()
+      .filter((call) => call !== 'jobs.lease')
+    expect(calls).toEqual(['outbox.claim', 'outbox.remove', 'outbox.claimNext'])
+  })
+
   it('sends the prompt layout of CONTRACT §10 with the three built-in tools', async () => {
     harness = await createConversationHarness({
       agents: {

@@ -1,4 +1,4 @@
-import type { Session } from '../domain/session.js'
+import type { Message, Session } from '../domain/session.js'
 import type { Integration, OutboxItem } from '../ports/storage.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -12,13 +12,15 @@ export function retryDelayMs(failedAttempts: number): number {
 }
 
 /**
- * The session and integration of the messages to deliver as the caller read them a moment ago
- * (a turn that just committed its replies), so the first try does not read them again. The
- * message itself is still read: a pause since then blocks it.
+ * What a caller that just committed the messages to deliver (a turn) knows of them: the messages
+ * as stored, their session and integration, so the first try reads none of them again. A pause
+ * since the commit still blocks them: it takes every message nobody has claimed out of the outbox,
+ * so the claim fails, and one claimed already is being sent, which a pause lets finish.
  */
 export interface DeliveryContext {
   readonly session: Session
   readonly integration: Integration
+  readonly messages: readonly Message[]
 }
 
 export interface DeliveryService {
@@ -71,8 +73,10 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   /** One try at one claimed message; true when it left the outbox, false when it waits for a retry. */
   async function attempt(item: OutboxItem, known: DeliveryContext | undefined): Promise<boolean> {
     const { storage } = context
-    const message = await storage.messages.get({ id: item.messageId })
     const fresh = known !== undefined && known.session.id === item.sessionId ? known : undefined
+    const message =
+      fresh?.messages.find((stored) => stored.id === item.messageId) ??
+      (await storage.messages.get({ id: item.messageId }))
     const session =
       message === null ? null : (fresh?.session ?? (await storage.sessions.get({ id: item.sessionId })))
     const integration =

@@ -217,7 +217,10 @@ export async function processJob(
     await delivery.deliverNow(deliverable)
     await transferToHuman(context, saved, outcome.humanTransfer)
   } else {
-    delivery.deliverSoon(deliverable, integration === null ? undefined : { session: saved, integration })
+    delivery.deliverSoon(
+      deliverable,
+      integration === null ? undefined : { session: saved, integration, messages: value.stored },
+    )
   }
   if (listening(context, 'turn-completed')) {
     emitSafely(context, 'turn-completed', {
