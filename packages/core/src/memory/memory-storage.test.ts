@@ -3,7 +3,13 @@ import { describe, expect, it, vi } from 'vitest'
 import type { Message } from '../domain/session.js'
 import { runJobQueueConformance } from '../testing/conformance/job-queue-conformance.js'
 import { runStorageConformance } from '../testing/conformance/storage-conformance.js'
-import { at, createChannel, createSession, insertMessage } from '../testing/conformance/storage-fixtures.js'
+import {
+  at,
+  createChannel,
+  createSession,
+  insertMessage,
+  newMessageInput,
+} from '../testing/conformance/storage-fixtures.js'
 import { createMemoryStorage } from './memory-storage.js'
 
 runStorageConformance('memory', createMemoryStorage)
@@ -208,6 +214,29 @@ describe('memory storage', () => {
     // As in PostgreSQL, whose transaction a failed statement aborts: nothing of it is committed.
     expect(await storage.messages.get({ id: inserted!.id })).toBeNull()
     expect((await storage.sessions.list({ companyId: 7, limit: 10 })).items).toEqual([session])
+  })
+
+  it('takes back a failed call outside a transaction, and nothing of the calls before or after it', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const session = await createSession(storage, channel, { clientId: 'alice' })
+    const first = await insertMessage(storage, session)
+    const second = newMessageInput(session)
+
+    // Its first message is written before the duplicate fails the call.
+    await expect(
+      storage.messages.insertMany([second, newMessageInput(session, { id: first.id })]),
+    ).rejects.toThrow(/already exists/)
+    const third = await insertMessage(storage, session)
+    await expect(storage.messages.insert(newMessageInput(session, { id: third.id }))).rejects.toThrow(
+      /already exists/,
+    )
+
+    expect(await storage.messages.get({ id: second.id })).toBeNull()
+    expect((await storage.messages.list({ sessionId: session.id, limit: 10 })).map(({ id }) => id)).toEqual([
+      first.id,
+      third.id,
+    ])
   })
 
   it('frees a lease at the instant it runs out', async () => {

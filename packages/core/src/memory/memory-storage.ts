@@ -138,9 +138,14 @@ export function createMemoryStorage(): Storage {
     if (closed) throw new Error('The memory storage is closed')
   }
 
+  // A journal is empty again once its call committed or rolled back, and most calls are reads that
+  // never write to it: the last call's journal serves the next. A call made while another runs
+  // alone (from a commit's effect) takes one of its own.
+  let idleJournal: Journal | null = createJournal()
   const runAlone = <T>(body: (log: UndoLog) => T): T => {
     assertOpen()
-    const journal = createJournal()
+    const journal = idleJournal ?? createJournal()
+    idleJournal = null
     try {
       const result = body(journal)
       journal.commit()
@@ -148,6 +153,8 @@ export function createMemoryStorage(): Storage {
     } catch (error) {
       journal.rollback()
       throw error
+    } finally {
+      idleJournal = journal
     }
   }
 

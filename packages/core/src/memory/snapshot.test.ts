@@ -15,6 +15,17 @@ describe('snapshot', () => {
     expect(Object.isFrozen(copy) && Object.isFrozen(copy.tags) && Object.isFrozen(copy.nested)).toBe(true)
   })
 
+  it('shares one frozen empty array and one frozen empty object among all records', () => {
+    const first = snapshot({ errors: [], facts: {}, gone: { note: undefined } })
+    const second = snapshot({ errors: [], facts: {} })
+
+    expect(first).toEqual({ errors: [], facts: {}, gone: {} })
+    expect(second.errors).toBe(first.errors)
+    expect(second.facts).toBe(first.facts)
+    expect(first.gone).toBe(first.facts)
+    expect(Object.isFrozen(first.errors) && Object.isFrozen(first.facts)).toBe(true)
+  })
+
   it('copies a frozen object the caller made, whose insides the caller can still change', () => {
     const inside = { count: 1 }
     const copy = snapshot({ outer: Object.freeze({ inside }) })

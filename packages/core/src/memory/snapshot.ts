@@ -50,8 +50,16 @@ function copy(value: unknown, previous: unknown): unknown {
     : value
 }
 
+/**
+ * Frozen and empty, so every stored record can share them: a new session holds three empty parts
+ * (its errors, facts and journey), and each would otherwise be an object kept for good.
+ */
+const EMPTY_ARRAY: readonly unknown[] = Object.freeze([])
+const EMPTY_OBJECT: object = Object.freeze({})
+
 function copyObject(value: object, previous: unknown): object {
   if (Array.isArray(value)) {
+    if (value.length === 0) return EMPTY_ARRAY
     const before: readonly unknown[] | undefined = Array.isArray(previous) ? previous : undefined
     const result: unknown[] = []
     for (let index = 0; index < value.length; index++) result.push(copy(value[index], before?.[index]))
@@ -61,12 +69,14 @@ function copyObject(value: object, previous: unknown): object {
   const before =
     typeof previous === 'object' && previous !== null ? (previous as Record<string, unknown>) : undefined
   const result: Record<string, unknown> = {}
+  let empty = true
   // `for…in` rather than `Object.entries`, which builds an array per key; plain data has no
   // enumerable inherited keys, so both see the same ones.
   for (const key in value) {
     const entry = (value as Record<string, unknown>)[key]
     if (entry === undefined) continue
     result[key] = typeof entry === 'object' && entry !== null ? copy(entry, before?.[key]) : entry
+    empty = false
   }
-  return Object.freeze(result)
+  return empty ? EMPTY_OBJECT : Object.freeze(result)
 }

@@ -17,7 +17,6 @@ export interface UndoMark {
 }
 
 export interface Journal extends UndoLog {
-  readonly open: boolean
   /** The first statement of the transaction that failed: its transaction commits nothing then. */
   readonly failure: { readonly error: unknown } | null
   failed(error: unknown): void
@@ -31,12 +30,11 @@ export interface Journal extends UndoLog {
 const EMPTY_MARK: UndoMark = { undos: 0, effects: 0 }
 
 /**
- * A class with plain fields rather than an object literal: every storage call makes a journal,
- * and a literal with an `open` getter kept V8 off its fast property access (about 20 times the
- * cost of a create and commit).
+ * A class with plain fields rather than an object literal: every storage call uses a journal, and
+ * a literal with a getter kept V8 off its fast property access (about 20 times the cost of a
+ * create and commit).
  */
 class UndoJournal implements Journal {
-  open = true
   failure: { readonly error: unknown } | null = null
   private undos: Array<() => void> = []
   private effects: Array<() => void> = []
@@ -81,7 +79,6 @@ class UndoJournal implements Journal {
   }
 
   commit(): void {
-    this.open = false
     // Dropped rather than emptied in place (a slower call): nothing is taken back after a commit.
     // Reads record nothing and keep theirs.
     if (this.undos.length > 0) this.undos = []
@@ -93,7 +90,6 @@ class UndoJournal implements Journal {
   }
 
   rollback(): void {
-    this.open = false
     this.undoTo(EMPTY_MARK)
   }
 }
