@@ -156,14 +156,18 @@ export function createWorkerPool(
         pumpAgain = true
         return
       }
+      // Cleared inside rather than by a `finally()` on the promise, which costs three more. The
+      // first `await` comes before it, so `pumping` holds this promise by then.
       pumping = (async () => {
-        do {
-          pumpAgain = false
-          await pump()
-        } while (pumpAgain && !stopping)
-      })().finally(() => {
-        pumping = null
-      })
+        try {
+          do {
+            pumpAgain = false
+            await pump()
+          } while (pumpAgain && !stopping)
+        } finally {
+          pumping = null
+        }
+      })()
     },
     async idle() {
       for (;;) {
