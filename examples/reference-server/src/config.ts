@@ -47,7 +47,9 @@ const environmentSchema = z.object({
       .optional(),
   ),
   DATA_DIR: optional,
-  JWT_SECRET: optional.pipe(z.string().min(32, 'must be at least 32 characters').optional()),
+  // Any length is accepted (a short one is warned about at start): a server that refuses to start
+  // over a secret the operator chose helps nobody.
+  JWT_SECRET: optional,
   ACCESS_TOKEN_TTL_S: seconds(3600),
   REFRESH_TOKEN_TTL_S: seconds(2_592_000),
   REFRESH_REUSE_INTERVAL_S: wholeNumber(0).transform((value) => value ?? 10),
@@ -85,7 +87,7 @@ export function readConfig(environment: NodeJS.ProcessEnv): ServerConfig {
   const production = env.NODE_ENV === 'production'
   if (env.JWT_SECRET === undefined && (env.DATABASE_URL !== undefined || production)) {
     throw new ConfigError(
-      'JWT_SECRET is required when DATABASE_URL is set or NODE_ENV=production: every process must sign with the same secret (at least 32 characters)',
+      'JWT_SECRET is required when DATABASE_URL is set or NODE_ENV=production: every process must sign with the same secret (32 characters or more)',
     )
   }
   return {

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto'
 import { request as httpsRequest } from 'node:https'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
+import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { readConfig } from '../src/config.js'
 import { type ReferenceServer, startReferenceServer } from '../src/start-reference-server.js'
@@ -196,7 +197,23 @@ describe('the reference server', () => {
     expect(() => readConfig({ PORT: 'eighty' })).toThrow(/PORT/)
     expect(() => readConfig({ TLS_CERT_FILE: '/x.pem' })).toThrow(/TLS_KEY_FILE/)
     expect(() => readConfig({ NODE_ENV: 'production' })).toThrow(/JWT_SECRET is required/)
-    expect(() => readConfig({ JWT_SECRET: 'short' })).toThrow(/at least 32/)
     expect(readConfig({})).toMatchObject({ port: 3000, host: '127.0.0.1', dataDir: './.switchboard' })
+  })
+
+  it('starts with a short JWT_SECRET, warning that it is weak', async () => {
+    const lines: string[] = []
+    const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
+    const config = readConfig({ PORT: '0', DATA_DIR: 'memory', NODE_ENV: 'production', JWT_SECRET: 'short' })
+    const server = await startReferenceServer(config, {
+      passwordHasher: createFakePasswordHasher(),
+      logger,
+    })
+    servers.push(server)
+
+    expect((await fetch(`${server.url}/api/health`)).status).toBe(200)
+    const warnings = lines.map((line) => JSON.parse(line) as { level: number; msg: string })
+    expect(warnings).toContainEqual(
+      expect.objectContaining({ level: 40, msg: expect.stringMatching(/JWT_SECRET .*shorter than 32/) }),
+    )
   })
 })

@@ -156,8 +156,20 @@ describe('createJoseTokenSigner', () => {
 
   it('refuses a secret under 32 bytes and a negative memory size', () => {
     expect(() => createJoseTokenSigner({ secret: 'x'.repeat(31) })).toThrow(/32 bytes/)
+    expect(() => createJoseTokenSigner({ secret: '', minimumSecretBytes: 0 })).toThrow(/minimumSecretBytes/)
     expect(() => createJoseTokenSigner({ secret: SECRET, verifiedCacheSize: -1 })).toThrow(
       /verifiedCacheSize/,
     )
+  })
+
+  it('signs with a shorter secret when its caller lowered the minimum, with the secret itself as the key', async () => {
+    const short = createJoseTokenSigner({ secret: 'short', minimumSecretBytes: 1 })
+    expect(() => createJoseTokenSigner({ secret: 'shor', minimumSecretBytes: 5 })).toThrow(/5 bytes/)
+
+    const payload = { sub: claims.userId, cid: claims.companyId, iat: claims.issuedAt, exp: claims.expiresAt }
+    const signingInput = `${encodePart({ alg: 'HS256', typ: 'JWT' })}.${encodePart(payload)}`
+    const minted = `${signingInput}.${createHmac('sha256', 'short').update(signingInput).digest('base64url')}`
+    expect(await short.verify(minted, { now: NOW })).toEqual({ ...claims, loginId: null })
+    expect(await short.verify(await short.sign(claims), { now: NOW })).toEqual(claims)
   })
 })

@@ -6,8 +6,14 @@ const MIN_SECRET_BYTES = 32
 const DEFAULT_VERIFIED_CACHE_SIZE = 10_000
 
 export interface JoseTokenSignerOptions {
-  /** At least 32 bytes. */
+  /** The HMAC key: at least `minimumSecretBytes` bytes. */
   readonly secret: string
+  /**
+   * 32 unless set, the length of HS256's hash, below which RFC 7518 §3.2 calls a key too weak. An
+   * application that must take the secret an operator chose (and warns about a short one) lowers
+   * it; at least 1.
+   */
+  readonly minimumSecretBytes?: number
   /**
    * How many verified tokens to remember (10,000 unless set; 0 remembers none). A client sends
    * the same access token with every request for up to an hour, and checking its signature again
@@ -21,8 +27,12 @@ export interface JoseTokenSignerOptions {
  * imported once; verification pins the algorithm, so `alg: none` or any other is refused.
  */
 export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSigner {
-  if (Buffer.byteLength(options.secret) < MIN_SECRET_BYTES) {
-    throw new TypeError(`the JWT secret must be at least ${MIN_SECRET_BYTES} bytes`)
+  const minimumBytes = options.minimumSecretBytes ?? MIN_SECRET_BYTES
+  if (!Number.isSafeInteger(minimumBytes) || minimumBytes < 1) {
+    throw new TypeError(`minimumSecretBytes must be a whole number, 1 or more, got ${minimumBytes}`)
+  }
+  if (Buffer.byteLength(options.secret) < minimumBytes) {
+    throw new TypeError(`the JWT secret must be at least ${minimumBytes} bytes`)
   }
   const cacheSize = options.verifiedCacheSize ?? DEFAULT_VERIFIED_CACHE_SIZE
   if (!Number.isSafeInteger(cacheSize) || cacheSize < 0) {
