@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -8,7 +8,7 @@ import {
 } from '../../../packages/provider-openai/test/support/fake-openai-server.js'
 import { startFakePlatform } from './support/fake-platform.js'
 import { sendWebhook, setUpTenant } from './support/http-client.js'
-import { type ServerProcess, startServerProcess } from './support/server-process.js'
+import { main, type ServerProcess, startServerProcess } from './support/server-process.js'
 
 const servers: ServerProcess[] = []
 
@@ -16,8 +16,11 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.child.kill('SIGKILL')
 })
 
-function startProcess(environment: Record<string, string>): ServerProcess {
-  const server = startServerProcess(environment)
+function startProcess(
+  environment: Record<string, string>,
+  command?: Parameters<typeof startServerProcess>[1],
+): ServerProcess {
+  const server = startServerProcess(environment, command)
   servers.push(server)
   return server
 }
@@ -90,6 +93,43 @@ describe('the reference server process', () => {
       await rm(dataDir, { recursive: true, force: true })
     }
   }, 60_000)
+
+  it('stops on a SIGTERM sent to `npm start`, which hands it to the server', async () => {
+    // The root's start script, run by npm as a user runs it, on a dist/main.js that loads the
+    // sources: between npm and node no shell may be left that would die of the signal alone.
+    const root = new URL('../../../', import.meta.url).pathname
+    const { scripts } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as {
+      scripts: { start: string }
+    }
+    const folder = await mkdtemp(join(tmpdir(), 'switchboard-npm-start-'))
+    try {
+      await writeFile(
+        join(folder, 'package.json'),
+        JSON.stringify({
+          name: 'start-script',
+          private: true,
+          type: 'module',
+          scripts: { start: scripts.start },
+        }),
+      )
+      await mkdir(join(folder, 'examples/reference-server/dist'), { recursive: true })
+      await writeFile(
+        join(folder, 'examples/reference-server/dist/main.js'),
+        `import ${JSON.stringify(main)}\n`,
+      )
+      const server = startProcess(
+        { DATA_DIR: 'memory', NODE_OPTIONS: `--conditions=source --import ${import.meta.resolve('tsx')}` },
+        { file: 'npm', args: ['start', '--silent'], cwd: folder },
+      )
+      const url = await server.listening
+      expect((await fetch(`${url}/api/health`)).status).toBe(200)
+
+      expect(await server.stop()).toBe(0)
+      await expect(fetch(`${url}/api/health`)).rejects.toThrow()
+    } finally {
+      await rm(folder, { recursive: true, force: true })
+    }
+  }, 30_000)
 
   it('refuses to start without JWT_SECRET when DATABASE_URL is set, saying what to fix', async () => {
     const server = startProcess({

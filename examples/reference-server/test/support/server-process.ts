@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { once } from 'node:events'
 
-const main = new URL('../../src/main.ts', import.meta.url).pathname
+/** The server's entry point, from its sources. */
+export const main = new URL('../../src/main.ts', import.meta.url).pathname
 
 export interface ServerProcess {
   readonly child: ChildProcess
@@ -17,11 +18,19 @@ export interface ServerProcess {
  * environment may point at a database (CI exports DATABASE_URL): each test says which storage it
  * wants.
  */
-export function startServerProcess(environment: Record<string, string>): ServerProcess {
+export function startServerProcess(
+  environment: Record<string, string>,
+  /** Another way to start it, such as `npm start` in a given folder. */
+  command: { file: string; args: readonly string[]; cwd?: string } = {
+    file: process.execPath,
+    args: ['--conditions=source', '--import', 'tsx', main],
+  },
+): ServerProcess {
   const { DATABASE_URL: _database, JWT_SECRET: _secret, ...inherited } = process.env
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main], {
+  const child = spawn(command.file, command.args, {
     env: { ...inherited, LOG_LEVEL: 'silent', HOST: '127.0.0.1', PORT: '0', ...environment },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(command.cwd === undefined ? {} : { cwd: command.cwd }),
   })
   let stdout = ''
   let stderr = ''
