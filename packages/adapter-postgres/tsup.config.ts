@@ -8,4 +8,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'node20',
+  // `import.meta.url` finds the built PGlite template; the CommonJS build needs it shimmed.
+  shims: true,
 })

@@ -1,13 +1,55 @@
-import { mkdir } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { storableParameters } from './storable-text.js'
+
+/**
+ * The template this package's build writes (`npm run build`). The same URL from `src` and from
+ * `dist`, which both sit one folder below the package.
+ */
+const BUILT_TEMPLATE = new URL('../dist/pglite-template.tar.gz', import.meta.url)
 
 export interface PgliteDbOptions {
   /** A folder for the database files (created on first open), or `memory` to keep nothing. */
   readonly dataDir: string
   /** Told about a notification handler that threw; by default such errors are dropped. */
   readonly onError?: (error: unknown) => void
+  /**
+   * A new, empty database as `writePgliteTemplate` dumped it, which a database not created yet
+   * starts from: PGlite takes several seconds to initialise a database and about one to load this.
+   * By default the one this package's build writes, if it is there; `null` initialises every new
+   * database. Ignored for a database that exists.
+   */
+  readonly template?: string | URL | null
+}
+
+/**
+ * Writes a dump of a new, empty PGlite database (compressed, about 4 MB) for `template`. Our
+ * schema is not in it: migrations run on every open and add what a database lacks.
+ */
+export async function writePgliteTemplate(path: string | URL): Promise<void> {
+  const pglite = await PGlite.create()
+  try {
+    const dump = await pglite.dumpDataDir('gzip')
+    await writeFile(path, Buffer.from(await dump.arrayBuffer()))
+  } finally {
+    await pglite.close()
+  }
+}
+
+/** The template to load into a new database, or undefined to initialise it. */
+async function readTemplate(template: string | URL | null): Promise<Blob | undefined> {
+  if (template === null) return undefined
+  try {
+    return new Blob([await readFile(template)])
+  } catch (error) {
+    // A build that wrote no template (run from sources before any build) initialises instead; a
+    // template the caller named must be there.
+    if (template === BUILT_TEMPLATE && (error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
 }
 
 /**
@@ -18,10 +60,17 @@ export interface PgliteDbOptions {
  * the `Db` itself there waits for the transaction that waits for it.
  */
 export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
-  const { dataDir, onError = () => {} } = options
+  const { dataDir, onError = () => {}, template = BUILT_TEMPLATE } = options
+  const inMemory = dataDir === 'memory'
   // PGlite creates the last folder of the path only.
-  if (dataDir !== 'memory') await mkdir(dataDir, { recursive: true })
-  const pglite = await PGlite.create(dataDir === 'memory' ? {} : { dataDir })
+  if (!inMemory) await mkdir(dataDir, { recursive: true })
+  // PGlite refuses to load a template over a database that exists; PG_VERSION marks one.
+  const created = !inMemory && existsSync(join(dataDir, 'PG_VERSION'))
+  const loadDataDir = created ? undefined : await readTemplate(template)
+  const pglite = await PGlite.create({
+    ...(inMemory ? {} : { dataDir }),
+    ...(loadDataDir === undefined ? {} : { loadDataDir }),
+  })
   let closed = false
 
   const assertOpen = (): void => {

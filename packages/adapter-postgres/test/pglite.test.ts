@@ -19,6 +19,7 @@ import {
   type DbClient,
   MIGRATIONS,
   migrate,
+  writePgliteTemplate,
 } from '../src/index.js'
 import { runAdapterCases } from './support/adapter-cases.js'
 import { runDurabilityCases } from './support/durability-cases.js'
@@ -98,5 +99,50 @@ describe('PGlite adapter', () => {
     db = await createPgliteDb({ dataDir })
     storage = await createPostgresStorage({ db })
     expect(await storage.companies.get({ id: company.id })).toEqual(company)
+  })
+})
+
+describe('a PGlite template', () => {
+  let folder: string
+  beforeAll(async () => {
+    folder = await mkdtemp(join(tmpdir(), 'switchboard-pglite-template-'))
+  })
+  afterAll(async () => {
+    if (folder !== undefined) await rm(folder, { recursive: true, force: true })
+  })
+
+  it('starts a new database, which keeps what it was given across a reopen and migrates as usual', async () => {
+    const template = join(folder, 'template.tar.gz')
+    await writePgliteTemplate(template)
+    const newDir = join(folder, 'data')
+
+    let opened = await createPgliteDb({ dataDir: newDir, template })
+    // The dump holds an empty database: our schema arrives with the migrations, as on any open.
+    expect(await opened.query("SELECT to_regclass('public.companies') AS found")).toEqual([{ found: null }])
+    let opening = await createPostgresStorage({ db: opened })
+    const company = await opening.companies.create({
+      companyName: 'Template Ltd',
+      publicId: randomUUID(),
+      at: new Date('2030-01-01T00:00:00.000Z'),
+    })
+    await opening.close()
+    await opened.close()
+
+    // The database exists now: the template is not loaded over it.
+    opened = await createPgliteDb({ dataDir: newDir, template })
+    opening = await createPostgresStorage({ db: opened })
+    expect(await opening.companies.get({ id: company.id })).toEqual(company)
+    await opening.close()
+    await opened.close()
+
+    const inMemory = await createPgliteDb({ dataDir: 'memory', template })
+    expect(await inMemory.query('SELECT 1 AS one')).toEqual([{ one: 1 }])
+    await inMemory.close()
+  }, 60_000)
+
+  it('refuses a template it was told to use that is not there', async () => {
+    await expect(
+      createPgliteDb({ dataDir: join(folder, 'other'), template: join(folder, 'missing.tar.gz') }),
+    ).rejects.toThrow(/ENOENT/)
   })
 })
