@@ -31,7 +31,11 @@ export interface VisitorConnectionOptions {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const HISTORY_PAGE = 100
-/** Frames read but not handled yet; a client that keeps sending faster than storage answers is cut off. */
+/**
+ * Frames read but not handled yet. One past it is refused at once with `RATE_LIMITED` and not kept,
+ * so a client that sends faster than storage answers costs memory for this many frames only, and
+ * the error frames it does not read are bounded by the send buffer cap.
+ */
 const MAX_QUEUED_FRAMES = 64
 
 /**
@@ -236,7 +240,8 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
 
   socket.on('message', (data, isBinary) => {
     if (queued >= MAX_QUEUED_FRAMES) {
-      socket.close(1008, 'too many frames at once')
+      // CONTRACT §7: an error frame, and the connection stays open.
+      sendError('RATE_LIMITED', 'too many frames at once; wait for the answers to those sent')
       return
     }
     enqueue(() => handle(data, isBinary))

@@ -122,4 +122,33 @@ describe('operators and the webchat', () => {
     visitor.send({ type: 'history' })
     expect(await visitor.next('message')).toMatchObject({ text: 'message 1' })
   })
+
+  it('answers every frame of a burst larger than it queues, and stays open', async () => {
+    const visitor = await visit()
+    const session = await visitor.next('session')
+    await fixture.service.api('POST', `/api/sessions/${session.sessionId}/pause`)
+    await visitor.next('state')
+    const burst = 150
+    for (let index = 1; index <= burst; index += 1) {
+      visitor.send({ type: 'message', text: `message ${index}`, clientMessageId: `b-${index}` })
+    }
+    const answers = await Promise.all(
+      Array.from({ length: burst }, () =>
+        visitor.next((frame) => frame.type === 'ack' || frame.type === 'error'),
+      ),
+    )
+    // The first 20 within the rate limit are stored; every other frame is refused, none dropped.
+    const acks = answers.filter((frame) => frame.type === 'ack')
+    expect(acks.map((frame) => frame.clientMessageId)).toEqual(
+      Array.from({ length: 20 }, (_, index) => `b-${index + 1}`),
+    )
+    expect(answers.filter((frame) => frame.type === 'error' && frame.code === 'RATE_LIMITED')).toHaveLength(
+      burst - 20,
+    )
+    visitor.send({ type: 'message', text: 'still there?', clientMessageId: 'after' })
+    expect(await visitor.next((frame) => frame.type === 'ack' || frame.type === 'error')).toMatchObject({
+      type: 'error',
+      code: 'RATE_LIMITED',
+    })
+  })
 })
