@@ -99,6 +99,19 @@ describe('entry routing', () => {
     // The entry agent classifies at depth 1: "at depth 1 that is the session's entry agent" (§10).
     expect((await customer.session()).metadata.routing).toMatchObject({ reason: 'fallback', depth: 1 })
     expect(customer.replies()).toEqual(['How can I help?'])
+    // A classifier that answered, however unhelpfully, is no failure; one that failed is recorded.
+    const errors = (await customer.session()).metadata.errors
+    if (_name === 'a failing classifier') {
+      expect(errors).toEqual([
+        expect.objectContaining({
+          code: 'MODEL_UNAVAILABLE',
+          agentId: harness.agent('reception'),
+          message: expect.stringMatching(/routing model failed: classifier down/),
+        }),
+      ])
+    } else {
+      expect(errors).toEqual([])
+    }
   })
 
   it('chains through agents that route too, numbering the depth', async () => {

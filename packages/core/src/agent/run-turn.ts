@@ -121,6 +121,10 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
     pathEntries.push(...routed.pathEntries)
     usage.push(...routed.usage)
     routing = routed.routing
+    if (routed.failure !== undefined) {
+      const { agentId, reason } = routed.failure
+      recordError('MODEL_UNAVAILABLE', `the routing model failed: ${reason}`.slice(0, 500), agentId)
+    }
     agent = routed.agent
     historyWindow = agent.handoff.messageHistoryDepth
     if (agent.kind === 'human') {

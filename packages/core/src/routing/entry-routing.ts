@@ -24,6 +24,8 @@ export interface EntryRoutingResult {
   readonly pathEntries: AgentPathEntry[]
   readonly routing: RoutingOutcome
   readonly usage: ModelUsage[]
+  /** The classifier call that failed (after the provider's retries), which ended in a fallback. */
+  readonly failure?: { readonly agentId: number; readonly reason: string }
 }
 
 export function routesFirstMessage(agent: Agent): boolean {
@@ -46,11 +48,13 @@ export async function routeEntry(input: EntryRoutingInput): Promise<EntryRouting
   let current = input.entryAgent
   let depth = 0
 
+  let failure: EntryRoutingResult['failure']
   const finish = (reason: RoutingReason, reached = depth): EntryRoutingResult => ({
     agent: current,
     pathEntries,
     routing: { reason, depth: reached, at: input.now().toISOString() },
     usage,
+    ...(failure === undefined ? {} : { failure }),
   })
   /** The classification that just ran, one deeper than the hops made so far, ended the chain. */
   const stopHere = (reason: 'fallback' | 'cycle') => finish(reason, depth + 1)
@@ -73,7 +77,9 @@ export async function routeEntry(input: EntryRoutingInput): Promise<EntryRouting
       }
       routeId = decision.routeId
       confidence = decision.confidence
-    } catch {
+    } catch (error) {
+      // As unsure as a classifier can be, and a model failure the operators need to hear about.
+      failure = { agentId: current.id, reason: error instanceof Error ? error.message : String(error) }
       return stopHere('fallback')
     }
     const route = routeId === null ? undefined : config.routes.find((candidate) => candidate.id === routeId)
