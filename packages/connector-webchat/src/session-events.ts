@@ -12,7 +12,13 @@ export type SessionEvent =
       /** The connection that sent this customer message; it has its ack and skips the copy. */
       readonly fromConnection?: string
     }
-  | { readonly kind: 'typing'; readonly on: boolean }
+  | {
+      readonly kind: 'typing'
+      /** A turn started (on) or ended (off). */
+      readonly on: boolean
+      /** On a turn's end: it replied, and the reply turns typing off where it arrives. */
+      readonly replied?: boolean
+    }
   | { readonly kind: 'state'; readonly state: SessionState }
 
 export function sessionTopic(sessionId: string): string {

@@ -86,13 +86,31 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   const sendError = (code: 'VALIDATION_ERROR' | 'RATE_LIMITED' | 'INTERNAL_ERROR', message: string) =>
     send({ type: 'error', code, message })
 
+  /**
+   * What this socket heard of the session's turns: those started and not ended, and the replies of
+   * ended turns not shown yet (below zero when a reply overtook the end of its turn). Typing stays
+   * on while either is above zero, so the reply of one turn does not hide the work of the next,
+   * which may have started before that reply got here.
+   */
+  let turnsWorking = 0
+  let repliesDue = 0
+
   const setTyping = (on: boolean): void => {
     clearTimeout(typingTimer)
     // An agent that never answers must not leave the visitor watching dots forever.
-    if (on) typingTimer = setTimeout(() => setTyping(false), settings.typingTimeoutMs)
+    if (on) typingTimer = setTimeout(stopTyping, settings.typingTimeoutMs)
     if (typing === on) return
     typing = on
     send({ type: 'typing', on })
+  }
+  /** Off for good (a timeout, a pause): what was counted will not be heard of any more. */
+  const stopTyping = (): void => {
+    turnsWorking = 0
+    repliesDue = 0
+    setTyping(false)
+  }
+  const stopTypingIfIdle = (): void => {
+    if (turnsWorking <= 0 && repliesDue <= 0) setTyping(false)
   }
 
   const onSessionEvent = (sessionId: string, event: SessionEvent): void => {
@@ -101,16 +119,26 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       case 'message':
         if (event.fromConnection === connectionId) return
         send(event.frame)
-        if (event.frame.role === 'agent') setTyping(false)
+        if (event.frame.role === 'agent') {
+          repliesDue -= 1
+          stopTypingIfIdle()
+        }
         return
       case 'typing':
-        if (event.on && session.state !== 'ongoing') return
-        setTyping(event.on)
+        if (event.on) {
+          if (session.state !== 'ongoing') return
+          turnsWorking += 1
+          setTyping(true)
+          return
+        }
+        turnsWorking = Math.max(0, turnsWorking - 1)
+        if (event.replied === true) repliesDue += 1
+        stopTypingIfIdle()
         return
       case 'state':
         session.state = event.state
         send({ type: 'state', state: event.state })
-        if (event.state !== 'ongoing') setTyping(false)
+        if (event.state !== 'ongoing') stopTyping()
         return
     }
   }

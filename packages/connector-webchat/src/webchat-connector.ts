@@ -65,10 +65,9 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
 
   const onTurnStarted = (event: SwitchboardEvents['turn-started'][0]) =>
     relay(event.sessionId, { kind: 'typing', on: true })
-  const onTurnCompleted = (event: SwitchboardEvents['turn-completed'][0]) => {
-    // A reply turns typing off where it is delivered; a turn without one says so itself.
-    if (!event.replied) relay(event.sessionId, { kind: 'typing', on: false })
-  }
+  // Every end is told, with whether a reply follows: the socket then knows which turns still work.
+  const onTurnCompleted = (event: SwitchboardEvents['turn-completed'][0]) =>
+    relay(event.sessionId, { kind: 'typing', on: false, replied: event.replied })
   const onStateChanged = (event: SwitchboardEvents['session-state-changed'][0]) =>
     relay(event.sessionId, { kind: 'state', state: event.to })
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { handoff, reply } from '@switchboard/core/testing'
 import { describe, expect, it } from 'vitest'
 import { useWebchatFixture } from './support/webchat-fixture.js'
@@ -52,6 +53,76 @@ describe('the webchat protocol', () => {
     await fixture.service.reference.switchboard.idle()
     const [, answer] = await sessionMessages(session.sessionId as string)
     expect(answer).toMatchObject({ role: 'agent', delivery: 'sent' })
+  })
+
+  it('keeps typing on while the turns of messages sent together work, and off after the last reply', async () => {
+    fixture.service.model.script(fixture.agentId, reply('One.'), reply('Two.'), reply('Three.'))
+    const visitor = await visit()
+    await visitor.next('session')
+    for (const text of ['first', 'second', 'third']) visitor.send({ type: 'message', text })
+    for (let index = 0; index < 3; index += 1) await visitor.next((frame) => frame.role === 'agent')
+    await fixture.service.reference.switchboard.idle()
+    expect(await visitor.quietFor(100)).toBe(true)
+
+    // Whenever a reply arrives, the dots were showing: each turn worked with typing on.
+    let typing = false
+    const replies: unknown[] = []
+    for (const frame of visitor.frames) {
+      if (frame.type === 'typing') typing = frame.on === true
+      if (frame.type === 'message' && frame.role === 'agent') {
+        expect(typing).toBe(true)
+        replies.push(frame.text)
+      }
+    }
+    expect(replies).toEqual(['One.', 'Two.', 'Three.'])
+    expect(typing).toBe(false)
+  })
+
+  it('keeps typing on when the next turn starts before the reply of the one before arrives', async () => {
+    const visitor = await visit()
+    const { sessionId } = await visitor.next('session')
+    const { switchboard } = fixture.service.reference
+    const event = { companyId: 1, sessionId: sessionId as string, agentId: fixture.agentId }
+    const turn = (messageId: string) => ({ ...event, messageId })
+    // The order a busy cluster can produce: turn 2 starts before turn 1's reply reaches the socket.
+    switchboard.events.emit('turn-started', turn('m-1'))
+    expect(await visitor.next('typing')).toEqual({ type: 'typing', on: true })
+    switchboard.events.emit('turn-completed', { ...turn('m-1'), replied: true })
+    switchboard.events.emit('turn-started', turn('m-2'))
+    const session = (await switchboard.storage.sessions.get({ id: sessionId as string }))!
+    const integration = (await switchboard.storage.integrations.get({ id: fixture.integrationId }))!
+    const message = (text: string) => ({
+      id: randomUUID(),
+      companyId: session.companyId,
+      sessionId: session.id,
+      role: 'agent' as const,
+      text,
+      agentId: fixture.agentId,
+      at: new Date().toISOString(),
+      sequence: 1,
+    })
+    const lastTyping = () => visitor.frames.filter((frame) => frame.type === 'typing').at(-1)
+    await switchboard.connector('webchat')!.send({ integration, session, message: message('One.') })
+    expect(await visitor.next('message')).toMatchObject({ text: 'One.' })
+    await visitor.quietFor(100)
+    expect(lastTyping()).toEqual({ type: 'typing', on: true })
+
+    switchboard.events.emit('turn-completed', { ...turn('m-2'), replied: true })
+    await switchboard.connector('webchat')!.send({ integration, session, message: message('Two.') })
+    expect(await visitor.next('message')).toMatchObject({ text: 'Two.' })
+    await visitor.quietFor(100)
+    expect(lastTyping()).toEqual({ type: 'typing', on: false })
+
+    // And a reply that overtakes the end of its own turn: off once both are in.
+    switchboard.events.emit('turn-started', turn('m-3'))
+    await visitor.next((frame) => frame.type === 'typing' && frame.on === true)
+    await switchboard.connector('webchat')!.send({ integration, session, message: message('Three.') })
+    expect(await visitor.next('message')).toMatchObject({ text: 'Three.' })
+    await visitor.quietFor(100)
+    expect(lastTyping()).toEqual({ type: 'typing', on: true })
+    switchboard.events.emit('turn-completed', { ...turn('m-3'), replied: true })
+    await visitor.quietFor(100)
+    expect(lastTyping()).toEqual({ type: 'typing', on: false })
   })
 
   it('acks a message without a clientMessageId with its messageId alone', async () => {
