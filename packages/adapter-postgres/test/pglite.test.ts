@@ -44,6 +44,9 @@ afterAll(async () => {
   if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true })
 })
 
+const createCompany = (into: Storage, companyName: string) =>
+  into.companies.create({ companyName, publicId: randomUUID(), at: new Date('2030-01-01T00:00:00.000Z') })
+
 // The suites share the storage, so they must not close it after each test.
 const shared = { cleanup: async () => {} }
 
@@ -88,11 +91,7 @@ describe('PGlite adapter', () => {
   })
 
   it('keeps everything in its data folder across a restart', async () => {
-    const company = await storage.companies.create({
-      companyName: 'Restart Ltd',
-      publicId: randomUUID(),
-      at: new Date('2030-01-01T00:00:00.000Z'),
-    })
+    const company = await createCompany(storage, 'Restart Ltd')
     await storage.close()
     await db.close()
 
@@ -120,11 +119,7 @@ describe('a PGlite template', () => {
     // Every migration is in the dump already: opening applies none.
     expect((await migrate({ db: opened })).applied).toEqual([])
     let opening = await createPostgresStorage({ db: opened })
-    const company = await opening.companies.create({
-      companyName: 'Template Ltd',
-      publicId: randomUUID(),
-      at: new Date('2030-01-01T00:00:00.000Z'),
-    })
+    const company = await createCompany(opening, 'Template Ltd')
     await opening.close()
     await opened.close()
 

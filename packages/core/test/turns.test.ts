@@ -16,13 +16,19 @@ afterEach(async () => {
 })
 
 describe('an agent turn', () => {
-  it('reads what a turn needs in two round trips: the job rows, then the agent, channel and history', async () => {
+  /** The storage calls made outside transactions while one customer message is answered. */
+  async function tripsOfOneAnswer(): Promise<string[][]> {
     harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
     harness.model.script(harness.agent('support'), reply('Hello'))
     const trips = recordStorageTrips(harness.storage)
     await harness.customer('ann').sends('Hi')
     await harness.switchboard.idle()
     expect(harness.customer('ann').replies()).toEqual(['Hello'])
+    return trips
+  }
+
+  it('reads what a turn needs in two round trips: the job rows, then the agent, channel and history', async () => {
+    const trips = await tripsOfOneAnswer()
     const leased = trips.findIndex((trip) => trip.includes('jobs.lease'))
     // The pool may ask for more jobs meanwhile; those calls are its own, not the turn's.
     const reads = trips
@@ -61,12 +67,7 @@ describe('an agent turn', () => {
   })
 
   it('delivers the replies it just committed without reading them, their session or channel back', async () => {
-    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
-    harness.model.script(harness.agent('support'), reply('Hello'))
-    const trips = recordStorageTrips(harness.storage)
-    await harness.customer('ann').sends('Hi')
-    await harness.switchboard.idle()
-    expect(harness.customer('ann').replies()).toEqual(['Hello'])
+    const trips = await tripsOfOneAnswer()
     const claimed = trips.findIndex((trip) => trip.includes('outbox.claim'))
     expect(claimed).toBeGreaterThan(-1)
     // The pool may ask for more jobs meanwhile; those calls are its own, not the delivery's.
