@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { KnowledgeIndex, Storage } from '@switchboard/core'
@@ -133,6 +133,14 @@ describe('a PGlite template', () => {
     const inMemory = await createPgliteDb({ dataDir: 'memory', template })
     expect(await inMemory.query('SELECT 1 AS one')).toEqual([{ one: 1 }])
     await inMemory.close()
+
+    // An empty folder made beforehand takes the template too; nothing is left beside it.
+    const emptyDir = join(folder, 'made-empty')
+    await mkdir(emptyDir)
+    const inEmpty = await createPgliteDb({ dataDir: emptyDir, template })
+    expect((await migrate({ db: inEmpty })).applied).toEqual([])
+    await inEmpty.close()
+    expect((await readdir(folder)).sort()).toEqual(['data', 'made-empty', 'template.tar.gz'])
   }, 60_000)
 
   it('refuses a template it was told to use that is not there', async () => {
