@@ -19,7 +19,8 @@ export interface PgliteDbOptions {
   readonly onError?: (error: unknown) => void
   /**
    * A new, empty database as `writePgliteTemplate` dumped it, which a database not created yet
-   * starts from: PGlite takes several seconds to initialise a database and about one to load this.
+   * starts from: PGlite takes several seconds to initialise and migrate a database, one or two to
+   * load this.
    * By default the one this package's build writes, if it is there; `null` initialises every new
    * database. Ignored for a database that exists.
    */
@@ -27,7 +28,7 @@ export interface PgliteDbOptions {
 }
 
 /**
- * Writes a dump (compressed, about 4.5 MB) of a new PGlite database with Switchboard's schema and
+ * Writes a dump (compressed, about 5 MB) of a new PGlite database with Switchboard's schema and
  * no data, for `template`. A database started from an older dump gets the migrations it lacks when
  * it is opened, as any database does.
  */
