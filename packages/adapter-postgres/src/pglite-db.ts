@@ -37,6 +37,14 @@ export async function writePgliteTemplate(path: string | URL): Promise<void> {
   try {
     // Applied here, they cost a new database nothing at its first start (over a second on PGlite).
     await migrate({ db: wrapPglite(pglite, () => {}) })
+    // PGlite serves the one database, `postgres`; the templates for CREATE DATABASE are two thirds
+    // of the files a new database unpacks (the dump loads in 1.4 s without them, 2.0 s with).
+    for (const template of ['template1', 'template0']) {
+      await pglite.query(`ALTER DATABASE ${template} IS_TEMPLATE false`)
+      await pglite.query(`DROP DATABASE ${template}`)
+    }
+    // Written out now, so a database loaded from the dump has nothing to recover at its first open.
+    await pglite.query('CHECKPOINT')
     const dump = await pglite.dumpDataDir('gzip')
     await writeFile(path, Buffer.from(await dump.arrayBuffer()))
   } finally {

@@ -116,8 +116,10 @@ describe('a PGlite template', () => {
     const newDir = join(folder, 'data')
 
     let opened = await createPgliteDb({ dataDir: newDir, template })
-    // Every migration is in the dump already: opening applies none.
+    // Every migration is in the dump already: opening applies none. PGlite's one database is all
+    // there is: the templates for CREATE DATABASE were left out.
     expect((await migrate({ db: opened })).applied).toEqual([])
+    expect(await opened.query('SELECT datname FROM pg_database')).toEqual([{ datname: 'postgres' }])
     let opening = await createPostgresStorage({ db: opened })
     const company = await createCompany(opening, 'Template Ltd')
     await opening.close()
