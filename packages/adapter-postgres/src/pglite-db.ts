@@ -28,9 +28,10 @@ export interface PgliteDbOptions {
 }
 
 /**
- * Writes a dump (compressed, about 5 MB) of a new PGlite database with Switchboard's schema and
+ * Writes a dump (compressed, about 3 MB) of a new PGlite database with Switchboard's schema and
  * no data, for `template`. A database started from an older dump gets the migrations it lacks when
- * it is opened, as any database does.
+ * it is opened, as any database does. It holds the `postgres` database only: without the
+ * templates, `CREATE DATABASE` fails in a database started from it.
  */
 export async function writePgliteTemplate(path: string | URL): Promise<void> {
   const pglite = await PGlite.create()
