@@ -16,6 +16,8 @@ export type SessionEvent =
       readonly kind: 'typing'
       /** A turn started (on) or ended (off). */
       readonly on: boolean
+      /** The customer message the turn answers: a job tried again starts the same turn again. */
+      readonly messageId?: string
       /** On a turn's end: it replied, and the reply turns typing off where it arrives. */
       readonly replied?: boolean
     }

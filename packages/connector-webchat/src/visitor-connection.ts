@@ -61,6 +61,11 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   let closed = false
   let queued = 0
   let work: Promise<void> = Promise.resolve()
+  /**
+   * Frames refused for a full queue before the session frame went out: their errors follow it,
+   * as the session frame comes first (CONTRACT §7). A count, so refusing keeps nothing of them.
+   */
+  let refusedBeforeSession: number | null = 0
 
   const send = (frame: ServerFrame): void => {
     if (socket.readyState !== WebSocket.OPEN) return
@@ -85,15 +90,23 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
 
   const sendError = (code: 'VALIDATION_ERROR' | 'RATE_LIMITED' | 'INTERNAL_ERROR', message: string) =>
     send({ type: 'error', code, message })
+  // CONTRACT §7: an error frame, and the connection stays open.
+  const refuseFrame = () =>
+    sendError('RATE_LIMITED', 'too many frames at once; wait for the answers to those sent')
 
   /**
-   * What this socket heard of the session's turns: those started and not ended, and the replies of
-   * ended turns not shown yet (below zero when a reply overtook the end of its turn). Typing stays
-   * on while either is above zero, so the reply of one turn does not hide the work of the next,
-   * which may have started before that reply got here.
+   * What this socket heard of its session's turns: those started and not ended, by the message they
+   * answer (a job tried again after a failure starts the same turn again, and only its last try
+   * ends), and the replies of ended turns not shown yet, below zero while a reply overtook the end
+   * of its turn. Typing stays on while a turn works or a reply is due, so the reply of one turn
+   * does not hide the work of the next, which may have started before that reply got here.
    */
-  let turnsWorking = 0
+  const turnsWorking = new Set<string>()
   let repliesDue = 0
+  const forgetTurns = (): void => {
+    turnsWorking.clear()
+    repliesDue = 0
+  }
 
   const setTyping = (on: boolean): void => {
     clearTimeout(typingTimer)
@@ -105,12 +118,11 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   }
   /** Off for good (a timeout, a pause): what was counted will not be heard of any more. */
   const stopTyping = (): void => {
-    turnsWorking = 0
-    repliesDue = 0
+    forgetTurns()
     setTyping(false)
   }
   const stopTypingIfIdle = (): void => {
-    if (turnsWorking <= 0 && repliesDue <= 0) setTyping(false)
+    if (turnsWorking.size === 0 && repliesDue <= 0) setTyping(false)
   }
 
   const onSessionEvent = (sessionId: string, event: SessionEvent): void => {
@@ -120,21 +132,26 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
         if (event.fromConnection === connectionId) return
         send(event.frame)
         if (event.frame.role === 'agent') {
-          repliesDue -= 1
+          // With no turn at work, no end can be on its way to settle a debt: a reply whose end
+          // this socket never heard of (it connected in between, or a sweep sent it) owes nothing.
+          repliesDue = turnsWorking.size > 0 ? repliesDue - 1 : Math.max(0, repliesDue - 1)
           stopTypingIfIdle()
         }
         return
-      case 'typing':
+      case 'typing': {
+        const turn = event.messageId ?? ''
         if (event.on) {
           if (session.state !== 'ongoing') return
-          turnsWorking += 1
+          turnsWorking.add(turn)
           setTyping(true)
           return
         }
-        turnsWorking = Math.max(0, turnsWorking - 1)
-        if (event.replied === true) repliesDue += 1
+        turnsWorking.delete(turn)
+        // A pause or close blocked the replies that had not left: none is on its way.
+        if (event.replied === true && session.state === 'ongoing') repliesDue += 1
         stopTypingIfIdle()
         return
+      }
       case 'state':
         session.state = event.state
         send({ type: 'state', state: event.state })
@@ -147,6 +164,8 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   const useSession = async (next: Session): Promise<void> => {
     const previous = unsubscribe
     session = { id: next.id, state: next.state }
+    // What was counted belongs to the session left behind.
+    forgetTurns()
     unsubscribe = await eventBus.subscribe(sessionTopic(next.id), (payload) => {
       if (isSessionEvent(payload)) onSessionEvent(next.id, payload)
     })
@@ -156,6 +175,9 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     const current = await switchboard.storage.sessions.get({ id: next.id })
     if (current !== null) session.state = current.state
     send({ type: 'session', sessionId: next.id, visitorToken: options.visitorToken, state: session.state })
+    const refused = refusedBeforeSession ?? 0
+    refusedBeforeSession = null
+    for (let index = 0; index < refused; index += 1) refuseFrame()
   }
 
   const start = async (): Promise<void> => {
@@ -268,8 +290,8 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
 
   socket.on('message', (data, isBinary) => {
     if (queued >= MAX_QUEUED_FRAMES) {
-      // CONTRACT §7: an error frame, and the connection stays open.
-      sendError('RATE_LIMITED', 'too many frames at once; wait for the answers to those sent')
+      if (refusedBeforeSession === null) refuseFrame()
+      else refusedBeforeSession += 1
       return
     }
     enqueue(() => handle(data, isBinary))

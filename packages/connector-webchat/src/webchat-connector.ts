@@ -64,10 +64,10 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
   }
 
   const onTurnStarted = (event: SwitchboardEvents['turn-started'][0]) =>
-    relay(event.sessionId, { kind: 'typing', on: true })
+    relay(event.sessionId, { kind: 'typing', on: true, messageId: event.messageId })
   // Every end is told, with whether a reply follows: the socket then knows which turns still work.
   const onTurnCompleted = (event: SwitchboardEvents['turn-completed'][0]) =>
-    relay(event.sessionId, { kind: 'typing', on: false, replied: event.replied })
+    relay(event.sessionId, { kind: 'typing', on: false, messageId: event.messageId, replied: event.replied })
   const onStateChanged = (event: SwitchboardEvents['session-state-changed'][0]) =>
     relay(event.sessionId, { kind: 'state', state: event.to })
 

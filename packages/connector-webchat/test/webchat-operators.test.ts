@@ -123,6 +123,29 @@ describe('operators and the webchat', () => {
     expect(await visitor.next('message')).toMatchObject({ text: 'message 1' })
   })
 
+  it('sends the session frame first even to a burst sent before it', async () => {
+    const { switchboard } = fixture.service.reference
+    const openSession = switchboard.openSession
+    // A slow store: the visitor's frames arrive while the session is still being opened.
+    switchboard.openSession = async (customer) => {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      return openSession(customer)
+    }
+    try {
+      const visitor = await visit()
+      const burst = 80
+      for (let index = 1; index <= burst; index += 1) visitor.send({ type: 'history' })
+      await visitor.next('session')
+      await visitor.quietFor(300)
+      expect(visitor.frames[0]?.type).toBe('session')
+      // The first 20 history requests are served (an empty session has nothing to resend); each
+      // frame past the 64 waiting is refused, after the session frame.
+      expect(visitor.frames.filter((frame) => frame.type === 'error')).toHaveLength(burst - 20)
+    } finally {
+      switchboard.openSession = openSession
+    }
+  })
+
   it('answers every frame of a burst larger than it queues, and stays open', async () => {
     const visitor = await visit()
     const session = await visitor.next('session')

@@ -125,6 +125,82 @@ describe('the webchat protocol', () => {
     expect(lastTyping()).toEqual({ type: 'typing', on: false })
   })
 
+  it('turns typing off with the reply when the job’s first try failed after its turn started', async () => {
+    const { switchboard } = fixture.service.reference
+    const storage = switchboard.storage as { transaction: typeof switchboard.storage.transaction }
+    const transaction = storage.transaction.bind(storage)
+    // The turn's commit fails once (a connection reset, say): no turn-completed, and the job's
+    // retry starts the same message's turn again.
+    let failNextCommit = false
+    const armFailure = () => {
+      failNextCommit = true
+      switchboard.events.off('turn-started', armFailure)
+    }
+    switchboard.events.on('turn-started', armFailure)
+    storage.transaction = (fn) => {
+      if (!failNextCommit) return transaction(fn)
+      failNextCommit = false
+      return Promise.reject(new Error('connection reset'))
+    }
+    try {
+      fixture.service.model.script(fixture.agentId, reply('Lost with the commit.'), reply('Hello!'))
+      const visitor = await visit()
+      await visitor.next('session')
+      visitor.send({ type: 'message', text: 'hi', clientMessageId: 'c-1' })
+      await visitor.next('ack')
+      expect(await visitor.next((frame) => frame.role === 'agent', 10_000)).toMatchObject({ text: 'Hello!' })
+      await visitor.quietFor(200)
+      expect(visitor.frames.filter((frame) => frame.type === 'typing').at(-1)).toEqual({
+        type: 'typing',
+        on: false,
+      })
+    } finally {
+      storage.transaction = transaction
+      switchboard.events.off('turn-started', armFailure)
+    }
+  }, 20_000)
+
+  it.each([
+    ['a pause and a resume', 'pause'],
+    ['a close and a new session', 'close'],
+  ])(
+    'counts no reply from a turn whose end comes after %s',
+    async (_name, operation) => {
+      const { switchboard } = fixture.service.reference
+      const visitor = await visit()
+      const { sessionId } = await visitor.next('session')
+      const turn = {
+        companyId: 1,
+        sessionId: sessionId as string,
+        agentId: fixture.agentId,
+        messageId: 'm-1',
+      }
+      // Another process's turn ends after the operator's change reached the socket; the change
+      // blocked the turn's reply, which never arrives.
+      switchboard.events.emit('turn-started', turn)
+      await visitor.next((frame) => frame.type === 'typing' && frame.on === true)
+      await fixture.service.api('POST', `/api/sessions/${sessionId}/${operation}`)
+      await visitor.next('state')
+      switchboard.events.emit('turn-completed', { ...turn, replied: true })
+      await visitor.quietFor(100)
+      if (operation === 'pause') {
+        await fixture.service.api('POST', `/api/sessions/${sessionId}/resume`)
+        await visitor.next((frame) => frame.type === 'state' && frame.state === 'ongoing')
+      }
+
+      fixture.service.model.script(fixture.agentId, reply('Here again.'))
+      visitor.send({ type: 'message', text: 'hello?', clientMessageId: `c-${operation}` })
+      expect(await visitor.next((frame) => frame.role === 'agent')).toMatchObject({ text: 'Here again.' })
+      await switchboard.idle()
+      await visitor.quietFor(200)
+      expect(visitor.frames.filter((frame) => frame.type === 'typing').at(-1)).toEqual({
+        type: 'typing',
+        on: false,
+      })
+    },
+    20_000,
+  )
+
   it('acks a message without a clientMessageId with its messageId alone', async () => {
     fixture.service.model.script(fixture.agentId, reply('Sure.'))
     const visitor = await visit()
