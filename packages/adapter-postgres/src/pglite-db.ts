@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { PGlite } from '@electric-sql/pglite'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { migrate } from './migrate.js'
@@ -47,7 +48,12 @@ export async function writePgliteTemplate(path: string | URL): Promise<void> {
     // Written out now, so a database loaded from the dump has nothing to recover at its first open.
     await pglite.query('CHECKPOINT')
     const dump = await pglite.dumpDataDir('gzip')
-    await writeFile(path, Buffer.from(await dump.arrayBuffer()))
+    // Written whole or not at all: a build cut short must not leave a truncated template that every
+    // new database would then fail to load.
+    const target = path instanceof URL ? fileURLToPath(path) : path
+    const partial = `${target}.${process.pid}.partial`
+    await writeFile(partial, Buffer.from(await dump.arrayBuffer()))
+    await rename(partial, target)
   } finally {
     await pglite.close()
   }
