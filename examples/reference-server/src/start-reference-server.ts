@@ -7,6 +7,7 @@ import {
   createJoseTokenSigner,
   createRouter,
   errorHandler,
+  MIN_JWT_SECRET_BYTES,
   notFound,
   type RouteLogger,
   sendError,
@@ -56,8 +57,6 @@ export interface ReferenceServer {
 }
 
 const DRAIN_TIMEOUT_MS = 10_000
-/** RFC 7518 §3.2: an HS256 key at least as long as the hash, 32 bytes. */
-const MIN_JWT_SECRET_LENGTH = 32
 const OPENAI_API_URL = 'https://api.openai.com/v1'
 
 /** Builds the whole service from the SDK and starts listening. */
@@ -97,9 +96,9 @@ export async function startReferenceServer(
       error: (object, message) => logger.error(object, message),
     },
   })
-  if (config.jwtSecret !== undefined && config.jwtSecret.length < MIN_JWT_SECRET_LENGTH) {
+  if (config.jwtSecret !== undefined && Buffer.byteLength(config.jwtSecret) < MIN_JWT_SECRET_BYTES) {
     logger.warn(
-      `JWT_SECRET is shorter than ${MIN_JWT_SECRET_LENGTH} characters: HS256 wants a secret at least as long as its 32-byte hash; tokens signed with a short one are easier to forge`,
+      `JWT_SECRET is shorter than ${MIN_JWT_SECRET_BYTES} characters: HS256 wants a secret at least as long as its 32-byte hash; tokens signed with a short one are easier to forge`,
     )
   }
   const jwtSecret = config.jwtSecret ?? (await loadOrCreateJwtSecret(config.dataDir))

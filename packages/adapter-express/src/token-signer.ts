@@ -2,7 +2,8 @@ import { webcrypto } from 'node:crypto'
 import type { AccessTokenClaims, TokenSigner } from '@switchboard/core'
 import { jwtVerify, SignJWT } from 'jose'
 
-const MIN_SECRET_BYTES = 32
+/** RFC 7518 §3.2: an HS256 key at least as long as its hash. The signer's default minimum. */
+export const MIN_JWT_SECRET_BYTES = 32
 const DEFAULT_VERIFIED_CACHE_SIZE = 10_000
 
 export interface JoseTokenSignerOptions {
@@ -27,7 +28,7 @@ export interface JoseTokenSignerOptions {
  * imported once; verification pins the algorithm, so `alg: none` or any other is refused.
  */
 export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSigner {
-  const minimumBytes = options.minimumSecretBytes ?? MIN_SECRET_BYTES
+  const minimumBytes = options.minimumSecretBytes ?? MIN_JWT_SECRET_BYTES
   if (!Number.isSafeInteger(minimumBytes) || minimumBytes < 1) {
     throw new TypeError(`minimumSecretBytes must be a whole number, 1 or more, got ${minimumBytes}`)
   }

@@ -21,9 +21,8 @@ export interface PgliteDbOptions {
   /**
    * A new, empty database as `writePgliteTemplate` dumped it, which a database not created yet
    * starts from: PGlite takes several seconds to initialise and migrate a database, one or two to
-   * load this.
-   * By default the one this package's build writes, if it is there; `null` initialises every new
-   * database. Ignored for a database that exists.
+   * load this. By default the one this package's build writes, if it is there; `null` initialises
+   * every new database. Ignored for a database that exists.
    */
   readonly template?: string | URL | null
 }
