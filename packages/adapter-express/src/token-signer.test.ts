@@ -39,7 +39,16 @@ describe('createJoseTokenSigner', () => {
       sid: claims.loginId,
       iat: claims.issuedAt,
       exp: claims.expiresAt,
+      jti: expect.stringMatching(/^[0-9a-f-]{36}$/),
     })
+  })
+
+  it('signs a new token each time, even for the same claims in the same second (a refresh hands out a new access token)', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const tokens = await Promise.all(Array.from({ length: 20 }, () => signer.sign(claims)))
+
+    expect(new Set(tokens).size).toBe(20)
+    for (const token of tokens) expect(await signer.verify(token, { now: NOW })).toEqual(claims)
   })
 
   it('verifies what it signed, first and again from memory, for any claims not yet expired', async () => {
@@ -97,7 +106,7 @@ describe('createJoseTokenSigner', () => {
     expect(await signer.verify(mint(withoutCompany), { now: NOW })).toBeNull()
     // And what it signs for such claims carries no sid either.
     const token = await signer.sign({ ...claims, loginId: null })
-    expect(decodePart(token.split('.')[1])).toEqual(minted)
+    expect(decodePart(token.split('.')[1])).toEqual({ ...minted, jti: expect.any(String) })
   })
 
   it('refuses another key, alg none and any alg but HS256, even after the genuine token was verified', async () => {

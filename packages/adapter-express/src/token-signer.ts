@@ -1,4 +1,4 @@
-import { webcrypto } from 'node:crypto'
+import { randomUUID, webcrypto } from 'node:crypto'
 import type { AccessTokenClaims, TokenSigner } from '@switchboard/core'
 import { jwtVerify, SignJWT } from 'jose'
 
@@ -24,8 +24,10 @@ export interface JoseTokenSignerOptions {
 }
 
 /**
- * HS256 access tokens with jose: `sub` user, `cid` company, `sid` login, `iat`, `exp`. The key is
- * imported once; verification pins the algorithm, so `alg: none` or any other is refused.
+ * HS256 access tokens with jose: `sub` user, `cid` company, `sid` login, `iat`, `exp`, and a random
+ * `jti`, so that every token signed is new, even for the same claims in the same second (a refresh
+ * right after a login). The key is imported once; verification pins the algorithm, so `alg: none`
+ * or any other is refused.
  */
 export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSigner {
   const minimumBytes = options.minimumSecretBytes ?? MIN_JWT_SECRET_BYTES
@@ -59,6 +61,7 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
         .setSubject(claims.userId)
         .setIssuedAt(claims.issuedAt)
         .setExpirationTime(claims.expiresAt)
+        .setJti(randomUUID())
         .sign(await key),
 
     async verify(token, { now }): Promise<AccessTokenClaims | null> {

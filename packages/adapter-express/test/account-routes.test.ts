@@ -432,6 +432,8 @@ describe('POST /api/auth/refresh', () => {
     })
     const second = (answer.body as { session: SessionTokens }).session
     expect(second.refresh_token).not.toBe(first.refresh_token)
+    // Most often in the same second as the login: the same claims, and still another token.
+    expect(second.access_token).not.toBe(first.access_token)
     expect((await listAgents(server, second.access_token)).status).toBe(200)
 
     expectError(await refresh(server, first.refresh_token), 401, 'REFRESH_FAILED')

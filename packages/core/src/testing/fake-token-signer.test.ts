@@ -47,7 +47,16 @@ describe('createFakeTokenSigner', () => {
       sid: claims.loginId,
       iat: claims.issuedAt,
       exp: claims.expiresAt,
+      jti: expect.stringMatching(/^[0-9a-f-]{36}$/),
     })
+  })
+
+  it('signs a new token each time, even for the same claims', async () => {
+    const first = await signer.sign(claims)
+    const second = await signer.sign(claims)
+
+    expect(second).not.toBe(first)
+    expect(await signer.verify(second, { now: new Date(claims.issuedAt * 1000) })).toEqual(claims)
   })
 
   it('verifies what it signed, for any claims not yet expired', async () => {

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { AccessTokenClaims, TokenSigner } from '../ports/accounts.js'
 
 const HEADER = encodeJson({ alg: 'HS256', typ: 'JWT' })
@@ -34,9 +34,9 @@ function claimsOf(payload: unknown): AccessTokenClaims | null {
 
 /**
  * A token signer for tests: compact HS256 JWTs with the production claims (`sub` user id, `cid`
- * company id, `sid` login id when there is one, `iat`, `exp`), written with node:crypto alone. `verify` answers
- * null for another secret, a changed byte, an `alg` other than HS256 and an `exp` at or before
- * `now`.
+ * company id, `sid` login id when there is one, `iat`, `exp`, and a random `jti`, so no two tokens
+ * are alike), written with node:crypto alone. `verify` answers null for another secret, a changed
+ * byte, an `alg` other than HS256 and an `exp` at or before `now`.
  */
 export function createFakeTokenSigner(options: { secret: string }): TokenSigner {
   const { secret } = options
@@ -52,6 +52,7 @@ export function createFakeTokenSigner(options: { secret: string }): TokenSigner 
         ...(claims.loginId === null ? {} : { sid: claims.loginId }),
         iat: claims.issuedAt,
         exp: claims.expiresAt,
+        jti: randomUUID(),
       })
       const signingInput = `${HEADER}.${payload}`
       return `${signingInput}.${signatureOf(signingInput)}`
