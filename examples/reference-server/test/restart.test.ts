@@ -128,4 +128,41 @@ describe('the reference server on PGlite, stopped and started again on the same 
     ])
     expect(await second.server.stop()).toBe(0)
   }, 90_000)
+
+  // JSON may carry U+0000 and lone surrogates, which PostgreSQL text cannot hold as they are.
+  it('stores every message whose ids hold text PostgreSQL cannot keep, and answers the customer as addressed', async () => {
+    const { server, url } = await start()
+    const tenant = await setUpTenant(url, {
+      email: 'owner@awkward-ids.test',
+      password: OWNER.password,
+      knowledge: OPENING_HOURS,
+      platformUrl: platform.url,
+    })
+    const repliesBefore = platform.replies.length
+    const sent = [
+      { clientId: 'client-\uD800', messageId: 'K\u0000' },
+      { clientId: 'client-\uD800', messageId: 'K\uFFFD' },
+      { clientId: 'client-\uFFFD', messageId: 'K\uDC00' },
+    ]
+    for (const { clientId, messageId } of sent) {
+      expect(
+        await sendWebhook(url, tenant, { clientId, text: 'What are your opening hours?', messageId }),
+      ).toEqual({ status: 200, body: { ok: true } })
+    }
+    // The platform retrying the first is still recognised.
+    expect(await sendWebhook(url, tenant, { ...sent[0]!, text: 'What are your opening hours?' })).toEqual({
+      status: 200,
+      body: { ok: true, duplicate: true },
+    })
+
+    const replies = (await platform.waitForReplies(repliesBefore + 3)).slice(repliesBefore)
+    expect(replies.map((reply) => reply.clientId).sort()).toEqual(
+      ['client-\uD800', 'client-\uD800', 'client-\uFFFD'].sort(),
+    )
+    const sessions = await call<{ sessions: SessionView[] }>(`${url}/api/sessions`, { token: tenant.token })
+    expect(sessions.body.sessions.map((session) => session.customer.clientId).sort()).toEqual(
+      ['client-\uD800', 'client-\uFFFD'].sort(),
+    )
+    expect(await server.stop()).toBe(0)
+  }, 60_000)
 })

@@ -93,6 +93,18 @@ export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
   return wrapPglite(pglite, onError)
 }
 
+/**
+ * PGlite's errors carry the statement's parameters (`params`, `queryOptions`), which pg's do not: a
+ * logged error would then print API tokens, webhook secrets and customers' messages.
+ */
+function withoutParameters(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null) {
+    delete (error as { params?: unknown }).params
+    delete (error as { queryOptions?: unknown }).queryOptions
+  }
+  return error
+}
+
 function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
   let closed = false
 
@@ -105,8 +117,12 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
 
     async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
       assertOpen()
-      const result = await pglite.query<Row>(sql, storableParameters(params))
-      return result.rows
+      try {
+        const result = await pglite.query<Row>(sql, storableParameters(params))
+        return result.rows
+      } catch (error) {
+        throw withoutParameters(error)
+      }
     },
 
     async transaction(fn) {
@@ -122,8 +138,9 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
               const result = await transaction.query<Row>(sql, storableParameters(params))
               return result.rows
             } catch (error) {
-              failures.push(error)
-              throw error
+              const failure = withoutParameters(error)
+              failures.push(failure)
+              throw failure
             }
           },
         }

@@ -1,8 +1,9 @@
 /**
  * PostgreSQL text and jsonb cannot hold U+0000, and refuse the whole statement when a value has
- * one. Text from outside (a customer's message, a model's reply, a name typed into the API) may,
- * so every value is made storable on its way in: U+0000 becomes U+FFFD, the replacement
- * character, as the server itself does with other characters it cannot keep.
+ * one; jsonb refuses a lone surrogate too. Text from outside (a customer's message, a model's
+ * reply, a name typed into the API) may hold either, so every value is made storable on its way
+ * in: each becomes U+FFFD, the replacement character, as UTF-8 encoding does with a lone surrogate
+ * in a text column. Keys that must stay exact and distinct are written with `storableKey` instead.
  */
 const NUL = '\u0000'
 const REPLACEMENT = '\uFFFD'
@@ -18,22 +19,35 @@ export function storableParameters(params: readonly unknown[]): unknown[] {
 }
 
 /**
- * `JSON.stringify` for a jsonb parameter. JSON writes U+0000 as the escape `\u0000`, which jsonb
- * refuses; only when the text has one (or a backslash followed by "u0000", which is harmless) is
- * the value written again with the character replaced inside its strings.
+ * A lone surrogate (half of a UTF-16 pair without its other half): UTF-8 has no bytes for it, so
+ * text columns receive U+FFFD in its place, and jsonb refuses its JSON escape outright.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
+/** How `JSON.stringify` writes U+0000 and lone surrogates: the escapes jsonb refuses. */
+const UNSTORABLE_ESCAPE = /\\u(?:0000|d[89a-f])/i
+
+/** `text` with U+0000 and every lone surrogate replaced by U+FFFD. */
+function storableString(text: string): string {
+  const withoutNul = text.includes(NUL) ? text.replaceAll(NUL, REPLACEMENT) : text
+  return withoutNul.replace(LONE_SURROGATE, REPLACEMENT)
+}
+
+/**
+ * `JSON.stringify` for a jsonb parameter. JSON writes U+0000 and lone surrogates as escapes, which
+ * jsonb refuses; only when the text has one (or a backslash followed by what looks like one, which
+ * is harmless) is the value written again with those characters replaced inside its strings, as a
+ * text column would store them.
  */
 export function storableJson(value: unknown): string {
   const text = JSON.stringify(value)
-  return text.includes('\\u0000') ? JSON.stringify(value, withoutNul) : text
+  return UNSTORABLE_ESCAPE.test(text) ? JSON.stringify(value, storableStrings) : text
 }
 
 /** A replacer: strings, and the keys of objects (facts are keyed by what a model chose), made storable. */
-function withoutNul(_key: string, value: unknown): unknown {
-  if (typeof value === 'string') return value.includes(NUL) ? value.replaceAll(NUL, REPLACEMENT) : value
+function storableStrings(_key: string, value: unknown): unknown {
+  if (typeof value === 'string') return storableString(value)
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
   const keys = Object.keys(value)
-  if (!keys.some((key) => key.includes(NUL))) return value
-  return Object.fromEntries(
-    keys.map((key) => [key.replaceAll(NUL, REPLACEMENT), (value as Record<string, unknown>)[key]]),
-  )
+  if (keys.every((key) => storableString(key) === key)) return value
+  return Object.fromEntries(keys.map((key) => [storableString(key), (value as Record<string, unknown>)[key]]))
 }

@@ -1,6 +1,7 @@
 import type { Delivery, Message, MessageRepository, MessageRole, NewMessage } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
+import { keyFromStorage, storableKey, storableKeys } from '../storable-key.js'
 import { storableJson } from '../storable-text.js'
 import { lookUpEachSql } from './look-up-each.js'
 import { sessionLockSql, sessionLocksSql } from './session-lock.js'
@@ -17,7 +18,7 @@ function messageOf(row: DbRow): Message {
     ...present('agentId', row.agent_id === null ? null : toInteger(row.agent_id)),
     at: toIso(row.at),
     sequence: toInteger(row.sequence),
-    ...present('externalId', row.external_id as string | null),
+    ...present('externalId', row.external_id === null ? null : keyFromStorage(String(row.external_id))),
     ...present('delivery', row.delivery as Delivery | null),
   }
 }
@@ -33,7 +34,7 @@ function rowOf(input: NewMessage): Record<string, unknown> {
     text: input.text,
     agent_id: input.agentId ?? null,
     at: timeParameter(input.at),
-    external_id: input.externalId ?? null,
+    external_id: input.externalId === undefined ? null : storableKey(input.externalId),
     delivery: input.delivery ?? null,
   }
 }
@@ -77,7 +78,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
           input.text,
           input.agentId ?? null,
           timeParameter(input.at),
-          input.externalId ?? null,
+          input.externalId === undefined ? null : storableKey(input.externalId),
           input.delivery ?? null,
         ],
       )
@@ -105,7 +106,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
       const [row] = await client.query(
         `SELECT ${COLUMNS} FROM messages
         WHERE integration_id = $1::bigint AND external_id = $2`,
-        [integrationId, externalId],
+        [integrationId, storableKey(externalId)],
       )
       return row === undefined ? null : messageOf(row)
     },
@@ -117,7 +118,7 @@ export function createMessageRepository(client: DbClient): MessageRepository {
           '$2',
           `SELECT ${COLUMNS} FROM messages WHERE integration_id = $1::bigint AND external_id = wanted.value`,
         ),
-        [integrationId, storableJson(externalIds)],
+        [integrationId, storableKeys(externalIds)],
       )
       return rows.map(messageOf)
     },

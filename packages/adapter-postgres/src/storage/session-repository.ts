@@ -9,7 +9,7 @@ import type {
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
-import { storableJson } from '../storable-text.js'
+import { keyFromStorage, storableKey, storableKeys } from '../storable-key.js'
 import { lookUpEachSql } from './look-up-each.js'
 
 const COLUMNS = `id, company_id, integration_id, customer, state, active_agent_id, entry_agent_id, metadata,
@@ -20,7 +20,7 @@ function sessionOf(row: DbRow): Session {
     id: String(row.id),
     companyId: toInteger(row.company_id),
     integrationId: String(row.integration_id),
-    customer: row.customer as Customer,
+    customer: customerFromStorage(row.customer as Customer),
     state: row.state as SessionState,
     activeAgentId: toInteger(row.active_agent_id),
     entryAgentId: toInteger(row.entry_agent_id),
@@ -32,13 +32,33 @@ function sessionOf(row: DbRow): Session {
   }
 }
 
+/**
+ * The customer's address as `storableKey` writes each part: replies go back to exactly these ids,
+ * and two customers whose ids differ only in characters a text column cannot hold stay two.
+ */
+function storableCustomer(customer: Customer): Customer {
+  return {
+    clientId: storableKey(customer.clientId),
+    ...(customer.channelId === undefined ? {} : { channelId: storableKey(customer.channelId) }),
+    ...(customer.transport === undefined ? {} : { transport: storableKey(customer.transport) }),
+  }
+}
+
+function customerFromStorage(stored: Customer): Customer {
+  return {
+    clientId: keyFromStorage(stored.clientId),
+    ...(stored.channelId === undefined ? {} : { channelId: keyFromStorage(stored.channelId) }),
+    ...(stored.transport === undefined ? {} : { transport: keyFromStorage(stored.transport) }),
+  }
+}
+
 /** Every column a session writes, in the order of `$2…$12` in the statements below. */
 function sessionParameters(session: Omit<Session, 'version'>): unknown[] {
   return [
     session.companyId,
     session.integrationId,
-    session.customer.clientId,
-    jsonParameter(session.customer),
+    storableKey(session.customer.clientId),
+    jsonParameter(storableCustomer(session.customer)),
     session.state,
     session.activeAgentId,
     session.entryAgentId,
@@ -84,7 +104,7 @@ export function createSessionRepository(client: DbClient): SessionRepository {
       const [row] = await client.query(
         `SELECT ${COLUMNS} FROM sessions
         WHERE integration_id = $1::bigint AND client_id = $2 AND state <> 'closed'`,
-        [integrationId, clientId],
+        [integrationId, storableKey(clientId)],
       )
       return row === undefined ? null : sessionOf(row)
     },
@@ -97,7 +117,7 @@ export function createSessionRepository(client: DbClient): SessionRepository {
           `SELECT ${COLUMNS} FROM sessions
           WHERE integration_id = $1::bigint AND state <> 'closed' AND client_id = wanted.value`,
         ),
-        [integrationId, storableJson(clientIds)],
+        [integrationId, storableKeys(clientIds)],
       )
       return rows.map(sessionOf)
     },

@@ -1,6 +1,7 @@
 import { WEBHOOK_DELIVERIES_KEPT_MS, type WebhookDeliveryRepository } from '@switchboard/core'
 import type { DbClient } from '../db.js'
 import { isBigintId, timeParameter, toInteger } from '../sql-values.js'
+import { storableKey } from '../storable-key.js'
 
 /**
  * An integration's expired ids are deleted on every TRIM_EVERY-th record (by the table's insertion
@@ -22,7 +23,7 @@ export function createWebhookDeliveryRepository(client: DbClient): WebhookDelive
           SET received_at = EXCLUDED.received_at, insertion = EXCLUDED.insertion
           WHERE webhook_deliveries.received_at <= $4::timestamptz
         RETURNING insertion`,
-        [integrationId, deliveryId, timeParameter(at), expiredAt],
+        [integrationId, storableKey(deliveryId), timeParameter(at), expiredAt],
       )
       if (recorded === undefined) return false
       if (toInteger(recorded.insertion) % TRIM_EVERY === 0) {
@@ -39,7 +40,7 @@ export function createWebhookDeliveryRepository(client: DbClient): WebhookDelive
       if (!isBigintId(integrationId)) return
       await client.query(
         'DELETE FROM webhook_deliveries WHERE integration_id = $1::bigint AND delivery_id = $2',
-        [integrationId, deliveryId],
+        [integrationId, storableKey(deliveryId)],
       )
     },
   }

@@ -56,7 +56,7 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(rows.map((row) => Number(row.version))).toEqual(MIGRATIONS.map((migration) => migration.version))
   })
 
-  it('stores text holding U+0000 with U+FFFD in its place, in text and jsonb columns alike', async () => {
+  it('stores text holding U+0000 with U+FFFD in its place, in text and jsonb columns alike, keys exactly', async () => {
     const storage = context.storage()
     const { companyId, agent, integration } = await seedChannel(storage, { agent: { name: 'Sup\u0000port' } })
     expect(agent.name).toBe('Sup\uFFFDport')
@@ -100,7 +100,8 @@ export function runAdapterCases(context: AdapterCaseContext): void {
       await storage.sessions.findOpen({ integrationId: integration.id, clientId: 'client\u00001' }),
     ).toMatchObject({
       id: session.id,
-      customer: { clientId: 'client\uFFFD1' },
+      // A key: stored exactly, so the reply reaches this customer and no other.
+      customer: { clientId: 'client\u00001' },
       metadata: { sharedContext: { facts: { 'first\uFFFDname': 'A\uFFFDnn' } } },
     })
     const found = await storage.messages.findByExternalIds({
@@ -108,6 +109,22 @@ export function runAdapterCases(context: AdapterCaseContext): void {
       externalIds: ['ext\u00001'],
     })
     expect(found.map((row) => row.id)).toEqual([nul?.id])
+  })
+
+  it("keeps no copy of a failed statement's parameters on its error: they may be secrets, and errors get logged", async () => {
+    const secret = `secret-${randomUUID()}`
+    const failure = await context
+      .db()
+      .query('SELECT $1::integer', [secret])
+      .then(
+        () => null,
+        (error: unknown) => error,
+      )
+
+    expect(failure).toBeInstanceOf(Error)
+    expect((failure as Error).message).toMatch(/invalid input syntax/)
+    expect(JSON.stringify(failure)).not.toContain(secret)
+    expect(Object.values(failure as object).flat()).not.toContain(secret)
   })
 
   it('reports the driver as the storage kind', () => {

@@ -833,6 +833,17 @@ export function runAccountStorageConformance(
         expect(await deliveries.record({ integrationId: elsewhere, deliveryId: 'd-1', at: at() })).toBe(false)
       })
 
+      it('keeps ids apart that PostgreSQL text could not hold as they are', async () => {
+        const deliveries = storage.webhookDeliveries
+        for (const deliveryId of ['d\u0000', 'd\uFFFD', 'd\uD800', 'd\uDC00']) {
+          expect(await deliveries.record({ integrationId, deliveryId, at: at() })).toBe(true)
+          expect(await deliveries.record({ integrationId, deliveryId, at: at(MINUTE) })).toBe(false)
+        }
+        await deliveries.forget({ integrationId, deliveryId: 'd\u0000' })
+        expect(await deliveries.record({ integrationId, deliveryId: 'd\uFFFD', at: at(MINUTE) })).toBe(false)
+        expect(await deliveries.record({ integrationId, deliveryId: 'd\u0000', at: at(MINUTE) })).toBe(true)
+      })
+
       it('gives exactly one of 20 concurrent records of one id true', async () => {
         const answers = await Promise.all(
           Array.from({ length: 20 }, () =>

@@ -1375,6 +1375,92 @@ export function runStorageConformance(
       })
     })
 
+    // PostgreSQL text cannot hold U+0000, UTF-8 cannot hold a lone surrogate, and jsonb refuses the
+    // escape of either; text from outside may still carry them, typed by anyone or sent by a platform.
+    describe('text PostgreSQL cannot hold as it is', () => {
+      const AWKWARD = ['k\u0000', 'k\uFFFD', 'k\uD800', 'k\uDC00', 'k\uD83D\uDE00', 'k']
+      let channel: Channel
+
+      beforeEach(async () => {
+        channel = await createChannel(storage, companyId)
+      })
+
+      it('keeps external ids apart and exact: none is taken for another', async () => {
+        const session = await createSession(storage, channel)
+        const integrationId = channel.integration.id
+        const stored = []
+        for (const externalId of AWKWARD) stored.push(await insertMessage(storage, session, { externalId }))
+
+        for (const [index, externalId] of AWKWARD.entries()) {
+          expect(stored[index]!.externalId).toBe(externalId)
+          expect(await storage.messages.findByExternalId({ integrationId, externalId })).toEqual(
+            stored[index],
+          )
+        }
+        const found = await storage.messages.findByExternalIds({ integrationId, externalIds: AWKWARD })
+        expect(found.map((message) => message.externalId).sort()).toEqual([...AWKWARD].sort())
+        await expect(insertMessage(storage, session, { externalId: 'k\u0000' })).rejects.toThrow()
+      })
+
+      it('keeps customers apart and exact: each client id, channel and transport comes back as sent', async () => {
+        const sessions = []
+        for (const clientId of AWKWARD) {
+          sessions.push(
+            await storage.sessions.create({
+              ...newSessionInput({
+                companyId,
+                integrationId: channel.integration.id,
+                agentId: channel.agent.id,
+                clientId,
+              }),
+              customer: { clientId, channelId: `${clientId}-channel`, transport: `${clientId}-transport` },
+            }),
+          )
+        }
+
+        for (const [index, clientId] of AWKWARD.entries()) {
+          const open = await storage.sessions.findOpen({ integrationId: channel.integration.id, clientId })
+          expect(open?.id).toBe(sessions[index]!.id)
+          expect(open?.customer).toEqual({
+            clientId,
+            channelId: `${clientId}-channel`,
+            transport: `${clientId}-transport`,
+          })
+        }
+        const many = await storage.sessions.findOpenMany({
+          integrationId: channel.integration.id,
+          clientIds: AWKWARD,
+        })
+        expect(many.map((session) => session.customer.clientId).sort()).toEqual([...AWKWARD].sort())
+      })
+
+      it('stores such text in any other field, exactly or with U+FFFD in place of each character it cannot hold', async () => {
+        const session = await createSession(storage, channel)
+        const text = 'a\u0000b\uD800c\uDC00d\uD83D\uDE00'
+        const storable = 'a\uFFFDb\uFFFDc\uFFFDd\uD83D\uDE00'
+        const paused = await storage.sessions.save({
+          ...session,
+          state: 'paused',
+          pauseState: { pausedAt: at(HOUR).toISOString(), reason: text, externalReference: text },
+          metadata: {
+            ...session.metadata,
+            sharedContext: { facts: { [text]: text }, journey: [{ at: at().toISOString(), step: text }] },
+          },
+        })
+        const message = await insertMessage(storage, session, { text })
+
+        const read = await storage.sessions.get({ id: session.id })
+        expect([text, storable]).toContain(read?.pauseState?.reason)
+        expect([text, storable]).toContain(read?.pauseState?.externalReference)
+        expect(read?.metadata.sharedContext).toEqual(
+          read?.pauseState?.reason === text
+            ? paused?.metadata.sharedContext
+            : { facts: { [storable]: storable }, journey: [{ at: at().toISOString(), step: storable }] },
+        )
+        expect([text, storable]).toContain((await storage.messages.get({ id: message.id }))?.text)
+      })
+    })
+
     describe('knowledge documents', () => {
       it('creates, lists oldest first with cursors, gets and deletes, scoped by company and agent', async () => {
         const agent = await createAgent(storage, companyId)

@@ -1,0 +1,32 @@
+import { storableJson } from './storable-text.js'
+
+/**
+ * Marks a key stored as JSON. A control character first, which no platform's id starts with; a key
+ * that does start with the marker is stored as JSON too, so no stored key is ever ambiguous.
+ */
+const MARK = '\u0001json:'
+const NUL = '\u0000'
+/** Half of a UTF-16 pair without its other half, which UTF-8 has no bytes for. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * A key from outside (a message's external id, a customer's client id, channel or transport, a
+ * webhook delivery id) as a text column can hold it, exactly and told apart from every other: the
+ * U+FFFD that `storableJson` puts in place of U+0000 would make `k\u0000` and `k\uFFFD` one key,
+ * and the second message a "duplicate" of the first. Almost every key is stored as it is; any
+ * other is stored as the marker followed by its JSON, which escapes those characters in ASCII.
+ */
+export function storableKey(key: string): string {
+  const exact = !key.includes(NUL) && !LONE_SURROGATE.test(key) && !key.startsWith(MARK)
+  return exact ? key : MARK + JSON.stringify(key)
+}
+
+/** The key `storableKey` stored. */
+export function keyFromStorage(stored: string): string {
+  return stored.startsWith(MARK) ? (JSON.parse(stored.slice(MARK.length)) as string) : stored
+}
+
+/** A JSON array parameter of keys, each as `storableKey` stores it. */
+export function storableKeys(keys: readonly string[]): string {
+  return storableJson(keys.map(storableKey))
+}
