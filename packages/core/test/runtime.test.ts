@@ -205,4 +205,31 @@ describe('the runtime', () => {
     await customer.sends('after stop')
     expect(await harness.storage.jobs.pending({})).toBe(1)
   })
+
+  // A request still in flight as the server shuts down must not touch a storage about to close.
+  it('leaves a message stored after stop in the outbox for the next process, untouched', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('before stop'))
+    const customer = harness.customer()
+    await customer.says('hi')
+    const { id: sessionId } = await customer.session()
+    await harness.switchboard.stop()
+
+    const sent = await harness.switchboard.sessions.sendOperatorMessage({
+      companyId: harness.companyId,
+      sessionId,
+      text: 'an operator, just too late',
+    })
+    await harness.switchboard.idle()
+
+    expect(sent.isOk()).toBe(true)
+    expect(harness.connector.sent.map((message) => message.text)).toEqual(['before stop'])
+    const claimed = await harness.storage.outbox.claimDue({
+      now: new Date(Date.now() + 60_000),
+      limit: 10,
+      leaseMs: 1000,
+      leaseToken: 'next process',
+    })
+    expect(claimed.map((item) => item.messageId)).toEqual([sent._unsafeUnwrap().id])
+  })
 })

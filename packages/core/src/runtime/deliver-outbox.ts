@@ -36,7 +36,7 @@ export interface DeliveryService {
   sweep(): Promise<void>
   /** Resolves when no delivery is in flight. */
   settled(): Promise<void>
-  /** Cancels retry timers; deliveries in flight still finish. */
+  /** Cancels retry timers and starts no new delivery; deliveries in flight still finish. */
   stop(): void
 }
 
@@ -225,15 +225,21 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     }
   }
 
+  // After `stop`, messages committed by work still finishing (a request the server was answering
+  // as it shut down) stay in the outbox: the next process's sweep sends them, while this one's
+  // storage may be closing under them.
   const service: DeliveryService = {
     deliverSoon(messageIds, known) {
+      if (stopped) return
       // Of one session's messages only the first is claimed; sending it sends the others after it.
       for (const id of messageIds) track(deliverOne(id, known))
     },
     async deliverNow(messageIds) {
+      if (stopped) return
       for (const id of messageIds) await track(deliverOneNow(id))
     },
     async sweep() {
+      if (stopped) return
       const items = await context.storage.outbox.claimDue({
         now: context.clock.now(),
         limit: SWEEP_BATCH,
