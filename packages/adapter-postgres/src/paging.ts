@@ -14,11 +14,16 @@ export function decodeCursor(cursor: string): unknown {
   }
 }
 
+/**
+ * Ids, insertion counters and times since 1970 are non-negative safe integers, as in the memory
+ * storage: any other number names no position, and a fraction or a number past 2^53 would fail the
+ * cast of its integer parameter.
+ */
 export function isNumberTuple(value: unknown, length: number): value is number[] {
   return (
     Array.isArray(value) &&
     value.length === length &&
-    value.every((entry) => typeof entry === 'number' && Number.isFinite(entry))
+    value.every((entry) => typeof entry === 'number' && Number.isSafeInteger(entry) && entry >= 0)
   )
 }
 
@@ -52,7 +57,8 @@ export function emptyPage<T>(): Page<T> {
 /** The timestamp parameter of a cursor's millisecond time; null when no date has that time. */
 export function cursorTime(ms: number): string | null {
   const date = new Date(ms)
-  return Number.isNaN(date.getTime()) ? null : date.toISOString()
+  // PostgreSQL reads the `+` of a six-digit ISO year (after 9999) as a time zone and fails.
+  return Number.isNaN(date.getTime()) ? null : date.toISOString().replace(/^\+/, '')
 }
 
 /**

@@ -33,6 +33,9 @@ const listQuerySchema = pageQuerySchema.extend({
     .optional(),
 })
 
+// The messages list pages by the edge's own cursor (`message-cursor.ts`), not by a storage's.
+const messagePageQuerySchema = pageQuerySchema.extend({ cursor: z.string().min(1).max(500).optional() })
+
 const pauseSchema = z.strictObject({
   reason: z.string().max(PAUSE_REASON_MAX).optional(),
   externalReference: z.string().max(EXTERNAL_REFERENCE_MAX).optional(),
@@ -119,7 +122,7 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/messages',
     auth,
     handle(logger, async (request, response) => {
-      const page = validate(pageQuerySchema, request.query, 'query')
+      const page = validate(messagePageQuerySchema, request.query, 'query')
       if (page.isErr()) return sendError(response, page.error)
       const afterSequence =
         page.value.cursor === undefined ? undefined : decodeMessageCursor(page.value.cursor)

@@ -110,8 +110,10 @@ export function createAgentRepository(client: DbClient): AgentRepository {
         if (!isNumberTuple(position, 1)) return emptyPage<Agent>()
         afterId = position[0]!
       }
+      // A bigint parameter, so that a forged position past the integer column is after every row
+      // rather than a failed cast.
       const rows = await client.query(
-        `SELECT ${COLUMNS} FROM agents WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+        `SELECT ${COLUMNS} FROM agents WHERE company_id = $1 AND id > $2::bigint ORDER BY id LIMIT $3`,
         [companyId, afterId, limit + 1],
       )
       return takePage(rows, limit, agentOf, (row) => encodeCursor([toInteger(row.id)]))

@@ -1,6 +1,14 @@
 import type { ApiToken, ApiTokenRepository } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
-import { assertPageLimit, cursorTime, decodeCursor, emptyPage, encodeCursor, takePage } from '../paging.js'
+import {
+  assertPageLimit,
+  cursorTime,
+  decodeCursor,
+  emptyPage,
+  encodeCursor,
+  isNumberTuple,
+  takePage,
+} from '../paging.js'
 import { isUuid, timeParameter, toInteger, toIso } from '../sql-values.js'
 
 const COLUMNS = 'id, company_id, user_id, name, created_at'
@@ -19,8 +27,7 @@ function isPosition(value: unknown): value is [number, string] {
   return (
     Array.isArray(value) &&
     value.length === 2 &&
-    typeof value[0] === 'number' &&
-    Number.isFinite(value[0]) &&
+    isNumberTuple([value[0]], 1) &&
     typeof value[1] === 'string' &&
     isUuid(value[1])
   )

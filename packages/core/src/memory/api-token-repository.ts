@@ -1,5 +1,5 @@
 import type { ApiToken, ApiTokenRepository } from '../ports/storage.js'
-import { decodeCursor, emptyPage, encodeCursor, takePage } from './paging.js'
+import { decodeCursor, emptyPage, encodeCursor, isCursorTime, isNumberTuple, takePage } from './paging.js'
 import { snapshot } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
@@ -20,13 +20,17 @@ export function createApiTokenTable(): ApiTokenTable {
   return { rows: new Map(), byHash: new Map() }
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** A time and a token id, which a database holds as a uuid: any letter case names the same one. */
 function isPosition(value: unknown): value is [number, string] {
   return (
     Array.isArray(value) &&
     value.length === 2 &&
-    typeof value[0] === 'number' &&
-    Number.isFinite(value[0]) &&
-    typeof value[1] === 'string'
+    isNumberTuple([value[0]], 1) &&
+    isCursorTime(value[0]) &&
+    typeof value[1] === 'string' &&
+    UUID.test(value[1])
   )
 }
 
@@ -77,7 +81,8 @@ export function createApiTokenRepository(options: {
         if (cursor !== undefined) {
           const position = decodeCursor(cursor)
           if (!isPosition(position)) return emptyPage<ApiToken>()
-          const [createdAtMs, id] = position
+          const [createdAtMs, anyCaseId] = position
+          const id = anyCaseId.toLowerCase()
           isAfterCursor = (stored) =>
             stored.createdAtMs > createdAtMs || (stored.createdAtMs === createdAtMs && stored.token.id > id)
         }

@@ -1,6 +1,6 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { BillingRepository, UsageRecord } from '../ports/storage.js'
-import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
+import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredUsage {
@@ -80,7 +80,7 @@ export function createBillingRepository(options: {
         let isAfterCursor = (_stored: StoredUsage): boolean => true
         if (cursor !== undefined) {
           const position = decodeCursor(cursor)
-          if (!isNumberTuple(position, 2)) return emptyPage<UsageRecord>()
+          if (!isTimePosition(position)) return emptyPage<UsageRecord>()
           const [atMs, order] = position as [number, number]
           isAfterCursor = (stored) => stored.atMs < atMs || (stored.atMs === atMs && stored.order < order)
         }

@@ -1,6 +1,6 @@
 import type { Session } from '../domain/session.js'
 import type { SessionRepository } from '../ports/storage.js'
-import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
+import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
 import { snapshotSession } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
@@ -128,7 +128,7 @@ export function createSessionRepository(options: {
         let isAfterCursor = (_stored: StoredSession): boolean => true
         if (cursor !== undefined) {
           const position = decodeCursor(cursor)
-          if (!isNumberTuple(position, 2)) return emptyPage<Session>()
+          if (!isTimePosition(position)) return emptyPage<Session>()
           const [createdAtMs, order] = position as [number, number]
           isAfterCursor = (stored) =>
             stored.createdAtMs < createdAtMs || (stored.createdAtMs === createdAtMs && stored.order < order)

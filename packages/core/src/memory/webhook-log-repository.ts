@@ -1,6 +1,6 @@
 import { WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '../domain/webhook-log.js'
 import type { NewWebhookLog, WebhookLog, WebhookLogRepository } from '../ports/storage.js'
-import { decodeCursor, emptyPage, encodeCursor, isNumberTuple, takePage } from './paging.js'
+import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
 import { snapshot } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
@@ -80,7 +80,7 @@ export function createWebhookLogRepository(options: {
         let isAfterCursor = (_stored: StoredWebhookLog): boolean => true
         if (cursor !== undefined) {
           const position = decodeCursor(cursor)
-          if (!isNumberTuple(position, 2)) return emptyPage<WebhookLog>()
+          if (!isTimePosition(position)) return emptyPage<WebhookLog>()
           const [receivedAtMs, order] = position as [number, number]
           isAfterCursor = (stored) =>
             stored.receivedAtMs < receivedAtMs ||

@@ -5,8 +5,10 @@ import type { WebhookOutcome } from '../domain/webhook-log.js'
 export interface Page<T> {
   readonly items: T[]
   /**
-   * Null on the page that holds the last item. Otherwise JSON in base64url (`isCursor`), opaque to
-   * callers: the HTTP edge refuses any other cursor with 400 before a storage sees it.
+   * Null on the page that holds the last item. Otherwise base64url of a JSON array of non-negative
+   * safe integers and strings (`isCursor`), opaque to callers: the HTTP edge refuses any other
+   * cursor with 400 before a storage sees it. A storage answers any cursor of that form, one naming
+   * no position included, with a page (empty then), never an error.
    */
   readonly nextCursor: string | null
 }

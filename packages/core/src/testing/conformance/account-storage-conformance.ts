@@ -5,6 +5,7 @@ import type {
   Company,
   NewUsageRecord,
   NewWebhookLog,
+  Page,
   RefreshToken,
   Repositories,
   Storage,
@@ -16,6 +17,7 @@ import {
   cleanUp,
   createAgent,
   createIntegration,
+  createSession,
   expectedError,
   type StorageConformanceOptions,
   tryToMutate,
@@ -1023,6 +1025,115 @@ export function runAccountStorageConformance(
         expect(await storage.users.findByEmail({ email })).toEqual(user)
         expect(await storage.billing.getBalance({ companyId: created.id })).toBe(5)
         expect(await storage.pipelines.list({ companyId: created.id })).toHaveLength(1)
+      })
+    })
+
+    describe('cursors no storage wrote', () => {
+      /** The JSON of a cursor as a client would forge it: base64url, like every written one. */
+      const forged = (json: string) => Buffer.from(json).toString('base64url')
+      const LAST_TIME = 8_640_000_000_000_000
+      const MAX_SAFE = Number.MAX_SAFE_INTEGER
+      // Numbers no storage writes: a fraction, a negative, a number JSON rounds, one past 2^53.
+      const malformed = ['[1.5]', '[-1]', '[1e20]', '[9007199254740993]', '[1,1.5]', '[1,-1]', '[1,1e20]']
+
+      type List = (cursor: string | undefined) => Promise<Page<{ id: string | number }>>
+
+      /** One item of each list, and each list reading with a cursor. */
+      async function everyList(): Promise<
+        Record<string, { list: List; kind: 'ascending' | 'newest' | 'tokens' }>
+      > {
+        const channel = await createCompanyChannel(storage, company)
+        const user = await createUser(storage, company)
+        await storage.knowledgeDocuments.create({
+          id: randomUUID(),
+          companyId: company.id,
+          agentId: channel.agent.id,
+          title: 'doc',
+          content: 'content',
+          at: at(),
+        })
+        await createSession(storage, channel)
+        await storage.billing.recordUsage(newUsage(company.id))
+        await storage.webhookLogs.add(newWebhookLog(channel))
+        await storage.apiTokens.create({
+          id: randomUUID(),
+          companyId: company.id,
+          userId: user.id,
+          name: 'CI',
+          tokenHash: uniqueHash(),
+          at: at(),
+        })
+        const companyId = company.id
+        const limit = 10
+        return {
+          agents: { kind: 'ascending', list: (cursor) => storage.agents.list({ companyId, limit, cursor }) },
+          integrations: {
+            kind: 'ascending',
+            list: (cursor) => storage.integrations.list({ companyId, limit, cursor }),
+          },
+          knowledge: {
+            kind: 'ascending',
+            list: (cursor) =>
+              storage.knowledgeDocuments.list({ companyId, agentId: channel.agent.id, limit, cursor }),
+          },
+          sessions: { kind: 'newest', list: (cursor) => storage.sessions.list({ companyId, limit, cursor }) },
+          usage: {
+            kind: 'newest',
+            list: (cursor) => storage.billing.listUsage({ companyId, limit, cursor }),
+          },
+          webhookLogs: {
+            kind: 'newest',
+            list: (cursor) =>
+              storage.webhookLogs.list({ companyId, integrationId: channel.integration.id, limit, cursor }),
+          },
+          apiTokens: {
+            kind: 'tokens',
+            list: (cursor) => storage.apiTokens.list({ companyId, limit, cursor }),
+          },
+        }
+      }
+
+      it('answers an empty page, never an error, to a cursor holding numbers no storage writes', async () => {
+        for (const [list, { list: read }] of Object.entries(await everyList())) {
+          for (const json of [...malformed, '[]', '[1,2,3]', '{"a":1}', 'null', '["x"]', '[1,"x"]']) {
+            expect(await read(forged(json)), `${list} after ${json}`).toEqual({ items: [], nextCursor: null })
+          }
+          expect(await read('not base64url JSON'), list).toEqual({ items: [], nextCursor: null })
+        }
+      })
+
+      it('reads a forged position beyond any column range as the items after it, like memory', async () => {
+        const lists = await everyList()
+        for (const [list, { list: read, kind }] of Object.entries(lists)) {
+          const all = await read(undefined)
+          expect(all.items, list).toHaveLength(1)
+          // [first position, last position] in each list's order, then positions past either end.
+          const cases: Array<[string, boolean]> =
+            kind === 'ascending'
+              ? [
+                  ['[0]', true],
+                  ['[2147483647]', false],
+                  ['[2147483648]', false],
+                  [`[${MAX_SAFE}]`, false],
+                ]
+              : kind === 'newest'
+                ? [
+                    [`[${LAST_TIME},${MAX_SAFE}]`, true],
+                    [`[${LAST_TIME + 1},0]`, false],
+                    [`[${MAX_SAFE},${MAX_SAFE}]`, false],
+                    ['[0,0]', false],
+                  ]
+                : [
+                    ['[0,"00000000-0000-0000-0000-000000000000"]', true],
+                    [`[${LAST_TIME},"ffffffff-ffff-ffff-ffff-ffffffffffff"]`, false],
+                    [`[${LAST_TIME + 1},"00000000-0000-0000-0000-000000000000"]`, false],
+                    ['[0,"not a uuid"]', false],
+                  ]
+          for (const [json, holdsAll] of cases) {
+            const page = await read(forged(json))
+            expect(page, `${list} after ${json}`).toEqual(holdsAll ? all : { items: [], nextCursor: null })
+          }
+        }
       })
     })
 
