@@ -3,6 +3,7 @@ import { createServer as createHttpServer, type Server } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import {
+  answerClientErrors,
   createArgon2PasswordHasher,
   createJoseTokenSigner,
   createRouter,
@@ -167,6 +168,7 @@ export async function startReferenceServer(
         app,
       )
     : createHttpServer(app)
+  answerClientErrors(server)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(config.port, config.host, () => {

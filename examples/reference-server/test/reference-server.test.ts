@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto'
 import { request as httpsRequest } from 'node:https'
+import { connect } from 'node:net'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -171,6 +172,38 @@ describe('the reference server', () => {
     expect(page.status).toBe(200)
     expect(page.headers.get('content-type')).toMatch(/^text\/html/)
     expect((await fetch(`${url}/widget.js`)).status).toBe(200)
+  })
+
+  it('answers requests Node refuses, oversized headers and bad framing, in the contract error shape', async () => {
+    const { url } = await start()
+    const { hostname, port } = new URL(url)
+    /** The raw answer to raw bytes, read until the server closes the connection. */
+    const sendRaw = (bytes: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), hostname)
+        const chunks: Buffer[] = []
+        socket.on('data', (chunk) => chunks.push(chunk))
+        socket.on('error', reject)
+        socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')))
+        socket.end(bytes)
+      })
+
+    const oversized = await sendRaw(
+      `GET /api/agents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`,
+    )
+    expect(oversized).toMatch(/^HTTP\/1\.1 431 /)
+    expect(oversized).toMatch(/\r\nConnection: close\r\n/i)
+    expect(JSON.parse(oversized.split('\r\n\r\n')[1]!)).toEqual({
+      error: { code: 'REQUEST_HEADER_FIELDS_TOO_LARGE', message: expect.any(String) },
+    })
+
+    const framing = await sendRaw(
+      'POST /api/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}',
+    )
+    expect(framing).toMatch(/^HTTP\/1\.1 400 /)
+    expect(JSON.parse(framing.split('\r\n\r\n')[1]!)).toEqual({
+      error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
+    })
   })
 
   it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {

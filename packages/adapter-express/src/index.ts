@@ -1,3 +1,4 @@
+export { answerClientErrors } from './client-errors.js'
 export type { RouterOptions } from './create-router.js'
 export { createRouter } from './create-router.js'
 export { ERROR_STATUS } from './error-status.js'
