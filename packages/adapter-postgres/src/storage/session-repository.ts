@@ -90,10 +90,13 @@ export function createSessionRepository(client: DbClient): SessionRepository {
       return sessionOf(row)
     },
 
-    async get({ id, companyId }) {
+    async get({ id, companyId, lock }) {
       if (!isUuid(id)) return null
+      // FOR SHARE conflicts with the UPDATE of `save` and not with itself.
       const [row] = await client.query(
-        `SELECT ${COLUMNS} FROM sessions WHERE id = $1::uuid AND ($2::integer IS NULL OR company_id = $2)`,
+        `SELECT ${COLUMNS} FROM sessions WHERE id = $1::uuid AND ($2::integer IS NULL OR company_id = $2)${
+          lock === true ? ' FOR SHARE' : ''
+        }`,
         [id, companyId ?? null],
       )
       return row === undefined ? null : sessionOf(row)

@@ -305,6 +305,59 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
     }
   })
 
+  it('leaves no operator message of a closed session pending when it raced the close', async () => {
+    const storage = context.storage()
+    // Deliveries never claim anything, so what is checked is what the two transactions committed:
+    // no sender marks a message blocked or sent on their behalf.
+    const undelivered: Storage = {
+      ...storage,
+      outbox: { ...storage.outbox, claim: async () => null, claimDue: async () => [] },
+    }
+    const { companyId, integration } = await seed(storage)
+    const switchboard = createSwitchboard({
+      storage: undelivered,
+      model: { name: 'unused', complete: async () => ({ text: '', toolCalls: [], usage }) },
+      knowledge: createMemoryKnowledgeIndex(),
+      clock: createManualClock(new Date()),
+      concurrency: 0,
+    })
+    try {
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, async (_, index) => {
+          const opened = await switchboard.openSession({
+            integrationId: integration.id,
+            clientId: `c${index}`,
+          })
+          const sessionId = opened._unsafeUnwrap().id
+          const target = { companyId, sessionId }
+          const [closed, ...sent] = await Promise.all([
+            switchboard.sessions.close(target),
+            ...Array.from({ length: 3 }, (_, message) =>
+              switchboard.sessions.sendOperatorMessage({ ...target, text: `operator ${message}` }),
+            ),
+          ])
+          return { sessionId, closed, sent }
+        }),
+      )
+
+      for (const { sessionId, closed, sent } of outcomes) {
+        expect(closed.isOk()).toBe(true)
+        for (const result of sent) {
+          if (result.isErr()) expect(result.error.code).toBe('INVALID_STATE')
+        }
+        const messages = await storage.messages.list({ sessionId, limit: 10 })
+        const accepted = sent.filter((result) => result.isOk()).length
+        expect(messages).toHaveLength(accepted)
+        // Nothing was sent, so every message the close did not refuse is one the close blocked.
+        expect(messages.map((message) => `${message.text}: ${message.delivery}`)).toEqual(
+          messages.map((message) => `${message.text}: blocked`),
+        )
+      }
+    } finally {
+      await switchboard.stop()
+    }
+  })
+
   it('keeps nothing of a message whose ingest the database failed midway, and takes it once it is back', async () => {
     const storage = context.storage()
     await parkLeftoverJobs(storage)

@@ -67,6 +67,7 @@ export function createSessionRepository(options: {
         return session
       }),
 
+    // `lock` needs nothing here: one transaction runs at a time.
     get: ({ id, companyId }) =>
       statement(() => {
         const stored = sessions.rows.get(id)

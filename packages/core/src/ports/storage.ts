@@ -70,7 +70,12 @@ export interface IntegrationRepository {
 export interface SessionRepository {
   /** Fails when the customer already has an open (not closed) session on the integration. */
   create(session: Omit<Session, 'version'>): Promise<Session>
-  get(options: { id: string; companyId?: number }): Promise<Session | null>
+  /**
+   * With `lock`, inside a transaction: the session stays as read until the transaction ends. A
+   * `save` of it elsewhere waits until then (and lands if nothing else moved the version); reads
+   * with `lock` do not wait for each other.
+   */
+  get(options: { id: string; companyId?: number; lock?: boolean }): Promise<Session | null>
   /** The customer's session that is not closed, if any. */
   findOpen(options: { integrationId: string; clientId: string }): Promise<Session | null>
   /** `findOpen` for several customers of one integration at once: the open sessions found, in no order. */

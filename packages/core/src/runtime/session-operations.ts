@@ -5,6 +5,7 @@ import type { Message, Session } from '../domain/session.js'
 import { type SessionCommand, transition, validateResumeNote } from '../domain/session-state-machine.js'
 import { withJourneyStep } from '../domain/shared-context.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
+import type { Repositories } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
@@ -39,6 +40,9 @@ export interface SessionOperations {
   recordExternalTransfer(target: SessionTarget & { step: string }): Promise<Result<Session, SwitchboardError>>
 }
 
+/** Thrown to take back an operator's message whose session was closed before it could commit. */
+class ClosedMeanwhile extends Error {}
+
 export function createSessionOperations(
   context: RuntimeContext,
   delivery: DeliveryService,
@@ -64,7 +68,11 @@ export function createSessionOperations(
       // A paused session's agent stays silent; a closed one sends nothing at all.
       if (session.state === 'paused') await blockPending(tx, current.id, ['agent', 'system'], now())
       if (session.state === 'closed') {
-        await blockPending(tx, current.id, ['agent', 'system', 'operator'], now())
+        // After the save, which waits for an operator's message holding the session: under READ
+        // COMMITTED, blocking before it would miss that message, committed after the look.
+        const blockAll = (last: Repositories) =>
+          blockPending(last, current.id, ['agent', 'system', 'operator'], now())
+        return { session, value: null, beforeCommit: blockAll }
       }
       return { session, value: null }
     })
@@ -174,13 +182,13 @@ export function createSessionOperations(
     },
 
     async sendOperatorMessage(target) {
-      const stored = await context.storage.transaction(
-        async (tx): Promise<Result<Message, SwitchboardError>> => {
+      const refused = () =>
+        err(switchboardError('INVALID_STATE', 'cannot send a message on a closed session'))
+      const stored = await context.storage
+        .transaction(async (tx): Promise<Result<Message, SwitchboardError>> => {
           const session = await tx.sessions.get({ id: target.sessionId, companyId: target.companyId })
           if (session === null) return err(switchboardError('NOT_FOUND', 'session not found'))
-          if (session.state === 'closed') {
-            return err(switchboardError('INVALID_STATE', 'cannot send a message on a closed session'))
-          }
+          if (session.state === 'closed') return refused()
           const at = now()
           const message = await tx.messages.insert({
             id: context.ids.uuid(),
@@ -199,9 +207,18 @@ export function createSessionOperations(
             integrationId: session.integrationId,
             availableAt: at,
           })
+          // Held until commit, so a close either committed before this read and is seen here, or
+          // saves after this commits and blocks the message. Read after the inserts: they take
+          // the session's lock first, as a turn's commit does before its save, so neither waits
+          // for the other in a circle.
+          const held = await tx.sessions.get({ id: session.id, lock: true })
+          if (held === null || held.state === 'closed') throw new ClosedMeanwhile()
           return ok(message)
-        },
-      )
+        })
+        .catch((error: unknown) => {
+          if (error instanceof ClosedMeanwhile) return refused()
+          throw error
+        })
       if (stored.isOk()) {
         emitSafely(context, 'message-created', {
           companyId: target.companyId,

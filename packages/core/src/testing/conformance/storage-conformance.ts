@@ -1694,6 +1694,42 @@ export function runStorageConformance(
         expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([first])
       })
 
+      it('holds a session read with lock until its transaction ends: a save elsewhere waits, then lands', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+        let held: () => void = () => {}
+        const wasHeld = new Promise<void>((resolve) => {
+          held = resolve
+        })
+        let release: () => void = () => {}
+        const released = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        const order: string[] = []
+
+        const holding = storage.transaction(async (tx) => {
+          await tx.sessions.get({ id: session.id, lock: true })
+          // Two holders at once: locked reads do not wait for each other.
+          await tx.sessions.get({ id: session.id, lock: true })
+          held()
+          await released
+          await insertMessage(tx, session, { role: 'operator', delivery: 'pending' })
+          order.push('holder committed')
+        })
+        await wasHeld
+        const saving = storage.sessions.save({ ...session, state: 'closed' }).then((saved) => {
+          order.push('saved')
+          return saved
+        })
+        // Time for a save that does not wait to land first.
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        release()
+        await holding
+
+        expect(await saving).toMatchObject({ state: 'closed', version: session.version + 1 })
+        expect(order).toEqual(['holder committed', 'saved'])
+      })
+
       it('lands every one of 20 concurrent compare-and-set loops', async () => {
         const channel = await createChannel(storage, companyId)
         const session = await createSession(storage, channel)
