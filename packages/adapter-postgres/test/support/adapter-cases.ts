@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import { type EventBus, type Storage, WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '@switchboard/core'
-import { seedChannel } from '@switchboard/core/testing'
+import {
+  createAgentService,
+  type EventBus,
+  type Storage,
+  WEBHOOK_LOGS_KEPT_PER_INTEGRATION,
+} from '@switchboard/core'
+import { createManualClock, seedChannel } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
 import { createPostgresEventBus, type Db, MIGRATIONS, migrate } from '../../src/index.js'
 
@@ -129,6 +134,19 @@ export function runAdapterCases(context: AdapterCaseContext): void {
 
   it('reports the driver as the storage kind', () => {
     expect(context.storage().kind).toBe(context.db().kind)
+  })
+
+  it('deletes an agent once when ten requests delete it at once: the others find no agent', async () => {
+    const storage = context.storage()
+    const agents = createAgentService({ storage, clock: createManualClock(new Date()) })
+    const { companyId } = await seedChannel(storage)
+    const agent = (await agents.create(companyId, { name: 'Doomed' }))._unsafeUnwrap()
+
+    const results = await Promise.all(Array.from({ length: 10 }, () => agents.delete(companyId, agent.id)))
+
+    expect(results.filter((result) => result.isOk())).toHaveLength(1)
+    const refused = results.filter((result) => result.isErr()).map((result) => result._unsafeUnwrapErr().code)
+    expect(refused).toEqual(Array.from({ length: 9 }, () => 'NOT_FOUND'))
   })
 
   it('delivers an event payload too big for one NOTIFY, in order with the small ones', async () => {

@@ -131,7 +131,8 @@ export function createAgentService(options: AgentServiceOptions): AgentService {
             ),
           )
         }
-        await tx.agents.delete({ companyId, id })
+        // Under READ COMMITTED every concurrent delete finds the agent above; only one deletes it.
+        if (!(await tx.agents.delete({ companyId, id }))) return err(notFound())
         return ok(null)
       }),
   }

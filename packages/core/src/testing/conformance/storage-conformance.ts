@@ -220,6 +220,21 @@ export function runStorageConformance(
         expect(await storage.agents.delete({ companyId, id: agent.id })).toBe(false)
       })
 
+      it('tells one of ten transactions that read and delete an agent at once that it deleted it', async () => {
+        const agent = await createAgent(storage, companyId)
+
+        const deleted = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            storage.transaction(async (tx) => {
+              const found = await tx.agents.get({ companyId, id: agent.id })
+              return found !== null && (await tx.agents.delete({ companyId, id: agent.id }))
+            }),
+          ),
+        )
+
+        expect(deleted.filter(Boolean)).toHaveLength(1)
+      })
+
       it('knows when an entry agent, a handoff target or a route target is referenced', async () => {
         const lone = await createAgent(storage, companyId)
         const entry = await createAgent(storage, companyId)
