@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type ConversationHarness, createConversationHarness, reply, toolCall } from '../src/testing/index.js'
 
@@ -204,6 +205,49 @@ describe('the runtime', () => {
     // Ingest still stores durably after stop; the job waits for a running process.
     await customer.sends('after stop')
     expect(await harness.storage.jobs.pending({})).toBe(1)
+  })
+
+  // Closing blocks a session's pending replies and takes them out of the outbox; one left there
+  // all the same (by a version with a race since fixed) must not reach a customer who left.
+  it('blocks, never sends, a message whose session is closed when its turn to leave comes', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('hello'))
+    const customer = harness.customer()
+    await customer.says('hi')
+    const session = await customer.session()
+    const at = harness.clock.now()
+    const left = await harness.storage.messages.insert({
+      id: randomUUID(),
+      companyId: session.companyId,
+      sessionId: session.id,
+      integrationId: session.integrationId,
+      role: 'operator',
+      text: 'left behind',
+      at,
+      delivery: 'pending',
+    })
+    await harness.storage.outbox.add({
+      messageId: left.id,
+      sessionId: session.id,
+      companyId: session.companyId,
+      integrationId: session.integrationId,
+      availableAt: at,
+    })
+    await harness.storage.sessions.save({ ...session, state: 'closed' })
+
+    await harness.clock.advance(10_000)
+    await harness.switchboard.idle()
+
+    expect(harness.connector.sent.map((message) => message.text)).toEqual(['hello'])
+    expect((await harness.storage.messages.get({ id: left.id }))?.delivery).toBe('blocked')
+    expect(
+      await harness.storage.outbox.claimDue({
+        now: harness.clock.now(),
+        limit: 10,
+        leaseMs: 1000,
+        leaseToken: 'x',
+      }),
+    ).toEqual([])
   })
 
   // A request still in flight as the server shuts down must not touch a storage about to close.

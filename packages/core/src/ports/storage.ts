@@ -180,7 +180,11 @@ export interface OutboxRepository {
    * False, changing nothing, unless this claim still held it. With `delivery`, the message's
    * delivery becomes that in the same statement, so a sender records its outcome in one call.
    */
-  remove(options: { messageId: string; leaseToken: string; delivery?: 'sent' | 'failed' }): Promise<boolean>
+  remove(options: {
+    messageId: string
+    leaseToken: string
+    delivery?: 'sent' | 'failed' | 'blocked'
+  }): Promise<boolean>
   /** Gives the message back until `availableAt`; it stays its session's head meanwhile. */
   retryLater(options: {
     messageId: string

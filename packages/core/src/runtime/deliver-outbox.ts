@@ -101,6 +101,11 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       await storage.outbox.remove({ messageId: item.messageId, leaseToken })
       return true
     }
+    // Closing blocks the session's pending messages; one found waiting all the same stays unsent.
+    if (session.state === 'closed') {
+      await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'blocked' })
+      return true
+    }
     const event = { companyId: item.companyId, sessionId: item.sessionId, messageId: item.messageId }
     const connector = context.connectors.get(integration.type)
     let outcome: Awaited<ReturnType<NonNullable<typeof connector>['send']>>
