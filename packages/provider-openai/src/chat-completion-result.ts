@@ -6,6 +6,7 @@ import type { ChatCompletion } from 'openai/resources/chat/completions'
  * no other kind of tool, so any other call has nothing to run.
  */
 export function fromChatCompletion(completion: ChatCompletion): Completion {
+  // Checked by core as it receives it (text, tool calls, usage): this only maps the shape.
   const choice = completion.choices[0]
   if (choice === undefined) throw new Error('the model answered with no choice')
   const toolCalls: ToolCall[] = []
@@ -15,7 +16,7 @@ export function fromChatCompletion(completion: ChatCompletion): Completion {
     }
   }
   return {
-    text: choice.message.content ?? '',
+    text: textOf(choice.message.content as unknown) as string,
     toolCalls,
     // Some OpenAI-compatible servers leave usage out; nothing used is then what is metered.
     usage: {
@@ -23,4 +24,20 @@ export function fromChatCompletion(completion: ChatCompletion): Completion {
       outputTokens: completion.usage?.completion_tokens ?? 0,
     },
   }
+}
+
+/**
+ * The message's text. OpenAI sends a string or null; some compatible servers send an array of
+ * parts, whose text parts make the text. Anything else is handed on for core to refuse.
+ */
+function textOf(content: unknown): unknown {
+  if (content === null || content === undefined) return ''
+  if (!Array.isArray(content)) return content
+  let text = ''
+  for (const part of content) {
+    if (typeof part !== 'object' || part === null) return content
+    const { type, text: partText } = part as { type?: unknown; text?: unknown }
+    if (type === 'text' && typeof partText === 'string') text += partText
+  }
+  return text
 }

@@ -7,6 +7,12 @@ import { fromChatCompletion } from './chat-completion-result.js'
 export const DEFAULT_TIMEOUT_MS = 30_000
 /** CONTRACT §10: two more attempts after the first on 429 and 5xx. */
 export const DEFAULT_MAX_RETRIES = 2
+/**
+ * The longest wait between attempts a server may ask for (`retry-after`, `retry-after-ms`). The
+ * openai package honours any wait; one of an hour would hold the session's turn, and every
+ * message after it, that long. Asked for more, the package's own backoff applies instead.
+ */
+export const MAX_RETRY_AFTER_MS = 10_000
 
 interface AttemptOptions {
   /** How long one attempt may take, in milliseconds. Default 30 s. */
@@ -29,7 +35,10 @@ interface ConnectionOptions {
 }
 
 interface ClientOptions {
-  /** A client you built yourself (a proxy, custom headers, Azure); timeout and retries still apply per call. */
+  /**
+   * A client you built yourself (a proxy, custom headers, Azure); timeout and retries still apply
+   * per call. Its waits between retries are its own: give it `fetch` with a bound if you need one.
+   */
   readonly client: OpenAI
   readonly apiKey?: undefined
   readonly baseURL?: undefined
@@ -75,5 +84,29 @@ function createClient(options: ConnectionOptions, timeoutMs: number, maxRetries:
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
     timeout: timeoutMs,
     maxRetries,
+    fetch: fetchWithBoundedRetryAfter,
   })
+}
+
+/** `fetch`, with a `retry-after(-ms)` asking for more than MAX_RETRY_AFTER_MS taken off the answer. */
+async function fetchWithBoundedRetryAfter(
+  input: string | URL | Request,
+  init?: RequestInit,
+): Promise<Response> {
+  const response = await fetch(input, init)
+  if (!asksForLongWait(response.headers)) return response
+  const headers = new Headers(response.headers)
+  headers.delete('retry-after')
+  headers.delete('retry-after-ms')
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
+}
+
+function asksForLongWait(headers: Headers): boolean {
+  const milliseconds = headers.get('retry-after-ms')
+  if (milliseconds !== null && Number.parseFloat(milliseconds) > MAX_RETRY_AFTER_MS) return true
+  const after = headers.get('retry-after')
+  if (after === null) return false
+  const seconds = Number.parseFloat(after)
+  const wait = Number.isNaN(seconds) ? Date.parse(after) - Date.now() : seconds * 1000
+  return wait > MAX_RETRY_AFTER_MS
 }

@@ -178,6 +178,17 @@ describe('the OpenAI provider: completions', () => {
     })
   })
 
+  it('joins the text parts of content a compatible server sends as an array', async () => {
+    fake.enqueue(
+      replyAnswer([
+        { type: 'text', text: 'Yes, ' },
+        { type: 'text', text: 'in red.' },
+      ]),
+    )
+    const completion = await provider.complete({ model: 'local', messages: conversation })
+    expect(completion.text).toBe('Yes, in red.')
+  })
+
   it('reports zero usage when a compatible server sends none', async () => {
     fake.enqueue(replyAnswer('hi', { usage: null }))
     const completion = await provider.complete({
@@ -213,6 +224,26 @@ describe('the OpenAI provider: failures', () => {
     expect(fake.requests).toHaveLength(2)
     // The openai package's first backoff is 0.5 s minus up to 25 % jitter.
     expect(performance.now() - started).toBeGreaterThanOrEqual(350)
+  })
+
+  // CONTRACT §10 gives a call 30 s and two retries; a server asking for an hour would hold the
+  // session's turn, and every message after it, for hours.
+  it.each([
+    ['retry-after', { retryAfterMs: null, retryAfterSeconds: 3600 }],
+    ['retry-after-ms', { retryAfterMs: 3_600_000 }],
+  ])('waits its own backoff, not the hour a server asks for in %s', async (_header, wait) => {
+    fake.enqueue(errorAnswer(429, wait), replyAnswer('soon after'))
+    const started = performance.now()
+    const completion = await provider.complete({ model: 'gpt-4o-mini', messages: conversation })
+    expect(completion.text).toBe('soon after')
+    expect(performance.now() - started).toBeLessThan(5_000)
+  })
+
+  it('waits what the server asks when that is reasonable', async () => {
+    fake.enqueue(errorAnswer(429, { retryAfterMs: 700 }), replyAnswer('after the wait'))
+    const started = performance.now()
+    await provider.complete({ model: 'gpt-4o-mini', messages: conversation })
+    expect(performance.now() - started).toBeGreaterThanOrEqual(650)
   })
 
   it('does not retry a request the server refused (400)', async () => {

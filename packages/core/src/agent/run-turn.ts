@@ -5,6 +5,7 @@ import type { Message, RoutingOutcome, SessionErrorRecord } from '../domain/sess
 import { type JourneyStep, type SharedContext, withFact, withJourneyStep } from '../domain/shared-context.js'
 import { decideHandoff, handoffAnnouncement } from '../handoff/decide-handoff.js'
 import { type HumanTransferTarget, resolveHumanTransferTarget } from '../handoff/human-transfer.js'
+import { checkedCompletion } from '../models/model-answer.js'
 import type { KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { Completion, LlmProvider, ModelMessage, ToolCall } from '../ports/llm-provider.js'
 import { type ModelUsage, routeEntry, routesFirstMessage } from '../routing/entry-routing.js'
@@ -186,13 +187,15 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
 
       let completion: Completion
       try {
-        completion = await input.model.complete({
-          model: agent.llmModel,
-          messages: toolTraffic.length === 0 ? base : [...base, ...toolTraffic],
-          tools: input.tools.definitions(),
-          knowledge: passages,
-          agentId: agent.id,
-        })
+        completion = checkedCompletion(
+          await input.model.complete({
+            model: agent.llmModel,
+            messages: toolTraffic.length === 0 ? base : [...base, ...toolTraffic],
+            tools: input.tools.definitions(),
+            knowledge: passages,
+            agentId: agent.id,
+          }),
+        )
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error)
         recordError('MODEL_UNAVAILABLE', `the model failed: ${reason}`.slice(0, 500), agent.id)

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import type { Agent, Route } from '../domain/agent.js'
+import { chargeableUsage } from '../models/model-answer.js'
 import {
   type Classification,
   type LlmProvider,
@@ -23,7 +24,7 @@ export const ROUTE_DECISION_FORMAT: ResponseFormat = {
   },
 }
 
-const decisionSchema = z.object({ routeId: z.string().nullable(), confidence: z.number() })
+const decisionSchema = z.object({ routeId: z.string().nullable(), confidence: z.number().min(0).max(1) })
 
 function routingPrompt(agent: Agent, routes: readonly Route[]): string {
   const lines = routes.map((route) => `- ${route.id}: ${route.description}`)
@@ -48,12 +49,19 @@ export async function classifyMessage(
 ): Promise<Classification> {
   const routingModel = agent.routingModel ?? agent.llmModel
   if (supportsClassify(model)) {
-    return model.classify({
+    const classification = await model.classify({
       model: routingModel,
       text,
       routes: routes.map((route) => ({ id: route.id, description: route.description })),
       agentId: agent.id,
     })
+    const { routeId, confidence } = classification
+    const usage = chargeableUsage(classification.usage)
+    const wellFormedRoute = typeof routeId === 'string' || routeId === null
+    if (!wellFormedRoute || typeof confidence !== 'number' || !(confidence >= 0 && confidence <= 1)) {
+      return { routeId: null, confidence: 0, usage }
+    }
+    return usage === classification.usage ? classification : { routeId, confidence, usage }
   }
   const completion = await model.complete({
     model: routingModel,
@@ -64,13 +72,14 @@ export async function classifyMessage(
     responseFormat: ROUTE_DECISION_FORMAT,
     agentId: agent.id,
   })
+  const usage = chargeableUsage(completion.usage)
   let content: unknown
   try {
-    content = JSON.parse(completion.text)
+    content = typeof completion.text === 'string' ? JSON.parse(completion.text) : undefined
   } catch {
-    return { routeId: null, confidence: 0, usage: completion.usage }
+    return { routeId: null, confidence: 0, usage }
   }
   const decision = decisionSchema.safeParse(content)
-  if (!decision.success) return { routeId: null, confidence: 0, usage: completion.usage }
-  return { ...decision.data, usage: completion.usage }
+  if (!decision.success) return { routeId: null, confidence: 0, usage }
+  return { ...decision.data, usage }
 }

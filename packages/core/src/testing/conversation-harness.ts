@@ -40,7 +40,10 @@ export interface ConversationHarnessOptions {
 
 export interface HarnessCustomer {
   readonly clientId: string
-  /** The customer writes; resolves once every turn and delivery it caused has finished. */
+  /**
+   * The customer writes; resolves once every turn and delivery it caused has finished. Rejects when
+   * one of those turns made a model call the script had no step for.
+   */
   says(text: string, options?: { externalId?: string }): Promise<IngestResult>
   /** The customer writes; resolves once the message is stored, before any agent works. */
   sends(text: string, options?: { externalId?: string }): Promise<IngestResult>
@@ -184,8 +187,11 @@ export async function createConversationHarness(
       clientId,
       sends,
       async says(text, sendOptions) {
+        const known = model.problems.length
         const result = await sends(text, sendOptions)
         await switchboard.idle()
+        // The turn itself only falls back to the agent's fallback reply, which a test may not check.
+        if (model.problems.length > known) throw new Error(model.problems.slice(known).join('\n'))
         return result
       },
       session,

@@ -19,6 +19,8 @@ export interface ScriptedModel extends LlmProvider {
   /** Every request the model received, in order. */
   readonly requests: readonly RecordedRequest[]
   requestsFor(agentId: number, purpose?: 'route' | 'turn'): RecordedRequest[]
+  /** What went wrong so far: each call that found no step, or a step of the wrong kind. */
+  readonly problems: readonly string[]
   /** Throws if a call found no step, or steps are left over. */
   assertDone(): void
 }
@@ -57,7 +59,8 @@ const usage = { inputTokens: 10, outputTokens: 5 }
 
 /**
  * A model that answers from a script, per agent, and records every request. A call with no step
- * left, or the wrong kind of step, fails loudly (the turn sees an error, and `assertDone` throws).
+ * left, or the wrong kind of step, fails loudly: the turn sees an error, the problem is kept in
+ * `problems` (the conversation harness fails the customer's call with it), and `assertDone` throws.
  */
 export function createScriptedModel(): ScriptedModel {
   const queues = new Map<number, ScriptedStep[]>()
@@ -67,6 +70,7 @@ export function createScriptedModel(): ScriptedModel {
   const model: ScriptedModel = {
     name: 'scripted',
     requests,
+    problems,
     script(agentId, ...steps) {
       const queue = queues.get(agentId) ?? []
       queue.push(...steps)

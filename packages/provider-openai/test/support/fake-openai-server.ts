@@ -18,7 +18,8 @@ export interface FakeUsage {
 export type FakeAnswer =
   | {
       readonly kind: 'completion'
-      readonly content: string | null
+      /** Some compatible servers send content as an array of parts. */
+      readonly content: string | null | readonly { readonly type: 'text'; readonly text: string }[]
       readonly toolCalls: readonly FakeToolCall[]
       /** `null` leaves `usage` out, as some compatible servers do. */
       readonly usage: FakeUsage | null
@@ -30,6 +31,8 @@ export type FakeAnswer =
       readonly message: string
       /** Sent as `retry-after-ms`, so retries in tests wait milliseconds, not seconds; `null` sends none. */
       readonly retryAfterMs: number | null
+      /** Sent as `retry-after`, in seconds, when set. */
+      readonly retryAfterSeconds?: number
       readonly delayMs: number
     }
 
@@ -65,7 +68,7 @@ const DEFAULT_RETRY_AFTER_MS = 5
 
 /** A reply with text and no tool call. */
 export function replyAnswer(
-  content: string | null,
+  content: Extract<FakeAnswer, { kind: 'completion' }>['content'],
   options: { usage?: FakeUsage | null; delayMs?: number } = {},
 ): FakeAnswer {
   return {
@@ -94,13 +97,19 @@ export function toolCallsAnswer(
 /** An API error in OpenAI's error shape, e.g. 429 or 500. */
 export function errorAnswer(
   status: number,
-  options: { message?: string; retryAfterMs?: number | null; delayMs?: number } = {},
+  options: {
+    message?: string
+    retryAfterMs?: number | null
+    retryAfterSeconds?: number
+    delayMs?: number
+  } = {},
 ): FakeAnswer {
   return {
     kind: 'error',
     status,
     message: options.message ?? `fake OpenAI server: scripted ${status}`,
     retryAfterMs: options.retryAfterMs === undefined ? DEFAULT_RETRY_AFTER_MS : options.retryAfterMs,
+    ...(options.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: options.retryAfterSeconds }),
     delayMs: options.delayMs ?? 0,
   }
 }
@@ -151,7 +160,12 @@ export async function startFakeOpenAiServer(): Promise<FakeOpenAiServer> {
               code: null,
             },
           },
-          answer.retryAfterMs === null ? {} : { 'retry-after-ms': String(answer.retryAfterMs) },
+          {
+            ...(answer.retryAfterMs === null ? {} : { 'retry-after-ms': String(answer.retryAfterMs) }),
+            ...(answer.retryAfterSeconds === undefined
+              ? {}
+              : { 'retry-after': String(answer.retryAfterSeconds) }),
+          },
         )
         return
       }
