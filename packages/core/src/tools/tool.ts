@@ -33,6 +33,10 @@ export function prepareTool(tool: Tool): PreparedTool {
   if (!TOOL_NAME.test(tool.name)) {
     throw new TypeError(`tool name "${tool.name}" must be 1 to 64 letters, digits, "_" or "-"`)
   }
+  // A zod 3 schema (an app on the other major) would fail deep inside zod's JSON schema writer.
+  if (typeof tool.parameters !== 'object' || tool.parameters === null || !('_zod' in tool.parameters)) {
+    throw new TypeError(`tool "${tool.name}": parameters must be a zod 4 schema (zod@4), e.g. z.object({…})`)
+  }
   const { $schema: _schema, ...parameters } = z.toJSONSchema(tool.parameters) as Record<string, unknown>
   return { tool, definition: { name: tool.name, description: tool.description, parameters } }
 }
