@@ -83,12 +83,17 @@ export async function startReferenceServer(
   }
   logger.info({ storage: storage.kind, model: model.name }, 'storage and model chosen')
 
+  const given = options.connectors ?? []
   const switchboard = createSwitchboard({
     storage,
     model,
     knowledge,
-    // Given connectors come last, so one of the same type replaces the built-in one.
-    connectors: [createMsgPlatformConnector(), ...(options.connectors ?? [])],
+    // A given connector of the msgplatform type takes the built-in one's place: the switchboard
+    // refuses two of one type.
+    connectors: [
+      ...(given.some((connector) => connector.type === 'msgplatform') ? [] : [createMsgPlatformConnector()]),
+      ...given,
+    ],
     tools: options.tools ?? [],
     // The service sells credits: a company at 0 USD gets no more answers (CONTRACT §9).
     enforceCredits: true,

@@ -10,6 +10,7 @@ import type { LlmProvider } from '../ports/llm-provider.js'
 import type { Integration, Storage } from '../ports/storage.js'
 import type { Tool } from '../tools/tool.js'
 import { createToolRegistry } from '../tools/tool-registry.js'
+import { checkConnector, checkSwitchboardOptions } from './check-options.js'
 import { coalesceReads } from './coalesce-reads.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
@@ -65,6 +66,7 @@ export interface Switchboard {
   integration(id: string, options?: { remembered?: boolean }): Promise<Integration | null>
   /** The customer's open session, opened now if none is (for channels that show it before a message). */
   openSession(customer: CustomerAddress): Promise<Result<Session, SwitchboardError>>
+  /** Throws a `ConfigError` for a connector without a type, or of a type another one has. */
   registerConnector(connector: Connector): void
   connector(type: string): Connector | undefined
   registerTool(tool: Tool): void
@@ -87,11 +89,17 @@ const silentLogger: RuntimeLogger = { warn: () => undefined, error: () => undefi
 
 /**
  * Composes the runtime: ingest → queue → turn → outbox → connector. It holds no state of its own
- * that correctness depends on; several processes may share one storage.
+ * that correctness depends on; several processes may share one storage. Throws a `ConfigError`
+ * on a missing or invalid option.
  */
 export function createSwitchboard(options: SwitchboardOptions): Switchboard {
+  checkSwitchboardOptions(options)
   const connectors = new Map<string, Connector>()
-  for (const connector of options.connectors ?? []) connectors.set(connector.type, connector)
+  const addConnector = (connector: Connector) => {
+    checkConnector(connector, connectors)
+    connectors.set(connector.type, connector)
+  }
+  for (const connector of options.connectors ?? []) addConnector(connector)
   const tools = createToolRegistry(options.tools ?? [])
   const events = new EventEmitter<SwitchboardEvents>()
   const context: RuntimeContext = {
@@ -158,9 +166,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
       return copy ?? readIntegration(id)
     },
     openSession: (customer) => openSession(context, customer),
-    registerConnector(connector) {
-      connectors.set(connector.type, connector)
-    },
+    registerConnector: addConnector,
     connector: (type) => connectors.get(type),
     registerTool: (tool) => tools.register(tool),
     idle: () => workers.idle(),
