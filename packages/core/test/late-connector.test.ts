@@ -46,4 +46,39 @@ describe('a connector registered after the switchboard started', () => {
       await switchboard.stop()
     }
   })
+
+  // Until it comes, the replies wait without a trace but the session's; an app that forgot to
+  // register it learns why from its log, once per type however many replies wait.
+  it('warns once per integration type that no connector of it is registered', async () => {
+    const storage = createMemoryStorage()
+    const clock = createManualClock()
+    const { integration } = await seedChannel(storage, { type: 'late' })
+    const warnings: { object: Record<string, unknown>; message: string }[] = []
+    const switchboard = createSwitchboard({
+      storage,
+      model: createOfflineProvider(),
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [createRecordingConnector({ type: 'sms' })],
+      clock,
+      logger: { warn: (object, message) => warnings.push({ object, message }), error: () => undefined },
+    })
+    try {
+      for (const clientId of ['first', 'second', 'third']) {
+        await switchboard.ingest({ integrationId: integration.id, clientId, text: 'hello' })
+      }
+      await switchboard.idle()
+      await clock.advance(1000)
+      await switchboard.idle()
+
+      expect(warnings).toEqual([
+        {
+          object: { integrationType: 'late', registeredTypes: ['sms'] },
+          message:
+            'no connector of type "late" is registered (registered: "sms"); replies to its integrations wait for one, and fail after the retries',
+        },
+      ])
+    } finally {
+      await switchboard.stop()
+    }
+  })
 })

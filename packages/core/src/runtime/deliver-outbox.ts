@@ -56,6 +56,22 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   const draining = new Map<string, Promise<void>>()
   let stopped = false
   const leaseToken = context.ids.uuid()
+  /** Types a reply found no connector for, told once each so that a backlog does not flood the log. */
+  const missingTypes = new Set<string>()
+
+  // A connector never registered (forgotten, or a typo in its type) looks like one not yet
+  // registered, and the replies waiting for it would otherwise fail with no trace in the log.
+  const warnNoConnector = (type: string) => {
+    if (missingTypes.has(type)) return
+    missingTypes.add(type)
+    const registeredTypes = [...context.connectors.keys()]
+    const registered =
+      registeredTypes.length === 0 ? 'none' : registeredTypes.map((name) => JSON.stringify(name)).join(', ')
+    context.logger.warn(
+      { integrationType: type, registeredTypes },
+      `no connector of type ${JSON.stringify(type)} is registered (registered: ${registered}); replies to its integrations wait for one, and fail after the retries`,
+    )
+  }
 
   // A count rather than a set of the promises: a set that empties after nearly every delivery
   // makes V8 shrink its table each time.
@@ -112,6 +128,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     if (connector === undefined) {
       // Retryable: a connector may register after start (the webchat one does once the HTTP
       // server listens), and a reply committed before that waits for it on the retry schedule.
+      warnNoConnector(integration.type)
       outcome = {
         ok: false,
         retryable: true,
