@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto'
-import type { AccessTokenClaims } from '@switchboard/core'
+import { type AccessTokenClaims, ConfigError, type TokenSigner } from '@switchboard/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { createJoseTokenSigner } from './token-signer.js'
@@ -169,6 +169,19 @@ describe('createJoseTokenSigner', () => {
     expect(() => createJoseTokenSigner({ secret: SECRET, verifiedCacheSize: -1 })).toThrow(
       /verifiedCacheSize/,
     )
+  })
+
+  it('says what the secret must be when it is missing or not a string, without showing a short one', () => {
+    const create = (secret: unknown) => () =>
+      createJoseTokenSigner({ secret } as Parameters<typeof createJoseTokenSigner>[0]) as TokenSigner
+    expect(create(undefined)).toThrow(ConfigError)
+    expect(create(undefined)).toThrow('the JWT secret must be a string of at least 32 bytes, got undefined')
+    expect(create(null)).toThrow('the JWT secret must be a string of at least 32 bytes, got null')
+    expect(create(42)).toThrow('the JWT secret must be a string of at least 32 bytes, got a number')
+    expect(create('a-short-secret')).toThrow(
+      'the JWT secret must be a string of at least 32 bytes, got one of 14 bytes',
+    )
+    expect(() => createJoseTokenSigner({ secret: SECRET, verifiedCacheSize: -1 })).toThrow(ConfigError)
   })
 
   it('signs with a shorter secret when its caller lowered the minimum, with the secret itself as the key', async () => {

@@ -1,5 +1,5 @@
 import { randomUUID, webcrypto } from 'node:crypto'
-import type { AccessTokenClaims, TokenSigner } from '@switchboard/core'
+import { type AccessTokenClaims, ConfigError, type TokenSigner } from '@switchboard/core'
 import { jwtVerify, SignJWT } from 'jose'
 
 /** RFC 7518 §3.2: an HS256 key at least as long as its hash. The signer's default minimum. */
@@ -27,25 +27,33 @@ export interface JoseTokenSignerOptions {
  * HS256 access tokens with jose: `sub` user, `cid` company, `sid` login, `iat`, `exp`, and a random
  * `jti`, so that every token signed is new, even for the same claims in the same second (a refresh
  * right after a login). The key is imported once; verification pins the algorithm, so `alg: none`
- * or any other is refused.
+ * or any other is refused. Throws a `ConfigError` on a missing, short or non-string secret.
  */
 export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSigner {
   const minimumBytes = options.minimumSecretBytes ?? MIN_JWT_SECRET_BYTES
   if (!Number.isSafeInteger(minimumBytes) || minimumBytes < 1) {
-    throw new TypeError(`minimumSecretBytes must be a whole number, 1 or more, got ${minimumBytes}`)
+    throw new ConfigError(`minimumSecretBytes must be a whole number, 1 or more, got ${minimumBytes}`)
   }
-  if (Buffer.byteLength(options.secret) < minimumBytes) {
-    throw new TypeError(`the JWT secret must be at least ${minimumBytes} bytes`)
+  const { secret } = options as { secret: unknown }
+  if (typeof secret !== 'string' || Buffer.byteLength(secret) < minimumBytes) {
+    // Only the length of a string given: the secret itself must not reach a log.
+    const given =
+      typeof secret === 'string'
+        ? `one of ${Buffer.byteLength(secret)} bytes`
+        : secret === undefined || secret === null
+          ? String(secret)
+          : `a ${typeof secret}`
+    throw new ConfigError(`the JWT secret must be a string of at least ${minimumBytes} bytes, got ${given}`)
   }
   const cacheSize = options.verifiedCacheSize ?? DEFAULT_VERIFIED_CACHE_SIZE
   if (!Number.isSafeInteger(cacheSize) || cacheSize < 0) {
-    throw new TypeError(`verifiedCacheSize must be a whole number, 0 or more, got ${cacheSize}`)
+    throw new ConfigError(`verifiedCacheSize must be a whole number, 0 or more, got ${cacheSize}`)
   }
   // A WebCrypto key, the only kind jose uses: given a KeyObject or bytes, it imports a new
   // CryptoKey on every call.
   const key: Promise<webcrypto.CryptoKey> = webcrypto.subtle.importKey(
     'raw',
-    Buffer.from(options.secret),
+    Buffer.from(secret),
     { name: 'HMAC', hash: 'SHA-256' },
     false,
     ['sign', 'verify'],
