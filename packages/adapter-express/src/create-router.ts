@@ -13,6 +13,7 @@ import {
 import { Router } from 'express'
 import type { RouteLogger } from './handle.js'
 import { errorHandler, jsonBody, notFound, refuseNulCharacters, requestId } from './middleware.js'
+import { checkRouterOptions } from './router-options.js'
 import { accountRoutes } from './routes/account-routes.js'
 import { agentRoutes } from './routes/agent-routes.js'
 import { billingRoutes } from './routes/billing-routes.js'
@@ -25,7 +26,10 @@ export interface RouterOptions {
   readonly switchboard: Switchboard
   readonly accounts: Accounts
   readonly billing: Billing
-  /** Base of the webhook URLs handed out for integrations, e.g. `https://chat.example.com`. */
+  /**
+   * Base of the webhook URLs handed out for integrations, e.g. `https://chat.example.com`: an
+   * absolute http(s) URL, possibly with a path, without a query or fragment.
+   */
   readonly publicUrl: string
   readonly logger?: RouteLogger
   /** Timestamps of agents and integrations; the system clock unless a test drives time. */
@@ -43,9 +47,11 @@ const quietLogger: RouteLogger = { error: () => undefined }
 
 /**
  * Every endpoint of the service under one Express router, to be mounted at `/api`. Routes only
- * translate HTTP to core calls and back; every rule lives in core.
+ * translate HTTP to core calls and back; every rule lives in core. Throws a `ConfigError` on a
+ * missing option or a publicUrl that is not an absolute http(s) URL.
  */
 export function createRouter(options: RouterOptions): Router {
+  checkRouterOptions(options)
   const logger = options.logger ?? quietLogger
   const router = Router()
   router.use(requestId)

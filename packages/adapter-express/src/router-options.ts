@@ -1,0 +1,61 @@
+import { ConfigError } from '@switchboard/core'
+import type { RouterOptions } from './create-router.js'
+
+function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? 'an array' : 'an object'
+  return String(value)
+}
+
+function hasMethods(value: unknown, methods: readonly string[]): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function')
+  )
+}
+
+/**
+ * Webhook URLs are the publicUrl with a path appended (`{publicUrl}/api/webhook/...`), handed to
+ * platforms that must reach them: a relative URL, another scheme, or a query or fragment the path
+ * would land after makes every one of them unreachable.
+ */
+function isPublicUrl(value: unknown): boolean {
+  if (typeof value !== 'string' || !URL.canParse(value)) return false
+  const url = new URL(value)
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === ''
+}
+
+/**
+ * Called from plain JavaScript, a missing option failed as "Cannot read properties of undefined"
+ * and a bad publicUrl was taken silently, to surface only in the URLs handed out.
+ */
+export function checkRouterOptions(options: RouterOptions): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError(
+      `createRouter needs an options object with switchboard, accounts, billing and publicUrl, got ${describeValue(options)}`,
+    )
+  }
+  const { switchboard, accounts, billing, publicUrl } = options
+  if (!hasMethods(switchboard, ['connector', 'ingest']) || typeof switchboard.storage !== 'object') {
+    throw new ConfigError(
+      `createRouter: switchboard must be a Switchboard (from createSwitchboard()), got ${describeValue(switchboard)}`,
+    )
+  }
+  if (!hasMethods(accounts, ['authenticate', 'login'])) {
+    throw new ConfigError(
+      `createRouter: accounts must be Accounts (from createAccounts()), got ${describeValue(accounts)}`,
+    )
+  }
+  if (!hasMethods(billing, ['balance', 'usage'])) {
+    throw new ConfigError(
+      `createRouter: billing must be Billing (from createBilling()), got ${describeValue(billing)}`,
+    )
+  }
+  if (!isPublicUrl(publicUrl)) {
+    throw new ConfigError(
+      `createRouter: publicUrl must be an absolute http(s) URL without a query or fragment, the base of the webhook URLs handed out for integrations (e.g. "https://chat.example.com"), got ${describeValue(publicUrl)}`,
+    )
+  }
+}
