@@ -1,3 +1,5 @@
+import { ConfigError } from '@switchboard/core'
+
 export type DbKind = 'postgres' | 'pglite'
 
 export type DbRow = Record<string, unknown>
@@ -36,5 +38,33 @@ export function assertChannelName(channel: string): void {
     throw new Error(
       `Invalid notification channel "${channel}": use lowercase letters, digits and _ (at most 63)`,
     )
+  }
+}
+
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? 'an array' : 'an object'
+  return String(value)
+}
+
+const DB_METHODS = ['query', 'transaction', 'listen', 'notify', 'close'] as const
+
+/**
+ * The `db` option of `factory`, checked before its first use: missing, it failed as "Invalid value
+ * used as weak map key"; given a `pg.Pool` (the mistake most likely), deep in the migration.
+ */
+export function assertDbOption(factory: string, options: { readonly db: Db } | undefined): void {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError(`${factory} needs an options object with a db, got ${describeValue(options)}`)
+  }
+  const { db } = options as { db: unknown }
+  const method =
+    typeof db === 'object' && db !== null
+      ? DB_METHODS.find((name) => typeof (db as Record<string, unknown>)[name] !== 'function')
+      : undefined
+  if (typeof db !== 'object' || db === null || method !== undefined) {
+    const given = method === undefined ? describeValue(db) : `an object without ${method}()`
+    throw new ConfigError(`${factory}: db must be a Db (from createPgDb() or createPgliteDb()), got ${given}`)
   }
 }

@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream'
+import { ConfigError } from '@switchboard/core'
 import pg from 'pg'
-import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
+import { assertChannelName, type Db, type DbClient, type DbRow, describeValue } from './db.js'
 import { createMutex } from './mutex.js'
 import { storableParameters } from './storable-text.js'
 
@@ -25,6 +26,11 @@ const RECONNECT_MAX_DELAY_MS = 10_000
 
 /** A `Db` on a PostgreSQL server: a `pg.Pool` for statements, one more connection for LISTEN. */
 export function createPgDb(options: PgDbOptions): Db {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError(
+      `createPgDb needs an options object (a pg PoolConfig such as { connectionString }), got ${describeValue(options)}`,
+    )
+  }
   const { onError = () => {}, ...poolConfig } = options
   // Pipelined connections send a statement without waiting for the answer to the one before:
   // BEGIN goes out with a transaction's first statement, and statements a caller starts together

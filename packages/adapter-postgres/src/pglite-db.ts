@@ -3,7 +3,8 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { PGlite } from '@electric-sql/pglite'
-import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
+import { ConfigError } from '@switchboard/core'
+import { assertChannelName, type Db, type DbClient, type DbRow, describeValue } from './db.js'
 import { migrate } from './migrate.js'
 import { storableParameters } from './storable-text.js'
 
@@ -79,7 +80,17 @@ async function readTemplate(template: string | URL | null): Promise<Blob | undef
  * the `Db` itself there waits for the transaction that waits for it.
  */
 export async function createPgliteDb(options: PgliteDbOptions): Promise<Db> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError(
+      `createPgliteDb needs an options object with a dataDir (a folder path or "memory"), got ${describeValue(options)}`,
+    )
+  }
   const { dataDir, onError = () => {}, template = BUILT_TEMPLATE } = options
+  if (typeof dataDir !== 'string' || dataDir === '') {
+    throw new ConfigError(
+      `createPgliteDb: dataDir must be a folder path or "memory", got ${describeValue(dataDir)}`,
+    )
+  }
   const inMemory = dataDir === 'memory'
   // PGlite creates the last folder of the path only.
   if (!inMemory) await mkdir(dataDir, { recursive: true })

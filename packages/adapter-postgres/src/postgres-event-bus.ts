@@ -1,6 +1,6 @@
 import type { EventBus } from '@switchboard/core'
 import { EVENTS_CHANNEL, scopedChannel } from './channels.js'
-import type { Db } from './db.js'
+import { assertDbOption, type Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
 import { createMutex } from './mutex.js'
 
@@ -31,6 +31,7 @@ type Envelope = { readonly topic: string; readonly payload: unknown } | { readon
  * a process that was disconnected at the time.
  */
 export async function createPostgresEventBus(options: PostgresEventBusOptions): Promise<EventBus> {
+  assertDbOption('createPostgresEventBus', options)
   const { db, onHandlerError = () => {} } = options
   await ensureMigrated(db)
   const channel = await scopedChannel(db, EVENTS_CHANNEL)

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { contentWords, type KnowledgeIndex, type KnowledgePassage, splitPassages } from '@switchboard/core'
-import type { Db } from './db.js'
+import { assertDbOption, type Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
 import { isIntegerId, toInteger } from './sql-values.js'
 import { storableJson } from './storable-text.js'
@@ -34,6 +34,7 @@ interface Candidate {
 export async function createPostgresKnowledgeIndex(
   options: PostgresKnowledgeIndexOptions,
 ): Promise<KnowledgeIndex> {
+  assertDbOption('createPostgresKnowledgeIndex', options)
   const { db } = options
   await ensureMigrated(db)
 

@@ -1,6 +1,6 @@
 import type { Repositories, Storage } from '@switchboard/core'
 import { JOBS_CHANNEL, scopedChannel } from './channels.js'
-import type { Db, DbClient, DbRow } from './db.js'
+import { assertDbOption, type Db, type DbClient, type DbRow } from './db.js'
 import { ensureMigrated } from './migrate.js'
 import { createAgentRepository } from './storage/agent-repository.js'
 import { createApiTokenRepository } from './storage/api-token-repository.js'
@@ -31,6 +31,7 @@ export interface PostgresStorageOptions {
  * share one connection and commit together. `close()` stops this storage, not the `Db`.
  */
 export async function createPostgresStorage(options: PostgresStorageOptions): Promise<Storage> {
+  assertDbOption('createPostgresStorage', options)
   const { db } = options
   await ensureMigrated(db)
   const channel = await scopedChannel(db, JOBS_CHANNEL)
