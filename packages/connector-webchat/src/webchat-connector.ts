@@ -8,6 +8,7 @@ import type {
 } from '@switchboard/core'
 import { messageFrame } from './frames.js'
 import { type SessionEvent, sessionTopic } from './session-events.js'
+import { checkWebchatOptions } from './webchat-options.js'
 
 export const WEBCHAT_TYPE = 'webchat'
 
@@ -38,6 +39,7 @@ const KNOWN_SESSIONS_MAX = 10_000
  * this process to the bus. Every process that runs turns or serves the sessions API needs one.
  */
 export function createWebchatConnector(options: WebchatConnectorOptions): WebchatConnector {
+  checkWebchatOptions('createWebchatConnector', options)
   const { switchboard, eventBus } = options
   const knownSessions = new Map<string, boolean>()
 

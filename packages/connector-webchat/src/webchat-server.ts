@@ -7,6 +7,7 @@ import { MAX_FRAME_BYTES } from './frames.js'
 import { checkHandshake } from './handshake.js'
 import { type ConnectionSettings, serveVisitor } from './visitor-connection.js'
 import { createWebchatConnector, type WebchatConnector } from './webchat-connector.js'
+import { checkWebchatOptions } from './webchat-options.js'
 
 export interface WebchatServerOptions {
   readonly switchboard: Switchboard
@@ -42,9 +43,11 @@ const CLOSE_GRACE_MS = 1000
 /**
  * The webchat channel on an existing HTTP server (CONTRACT §7): the handshake's refusals are
  * answered as plain HTTP before any upgrade, then each visitor's socket speaks the frame protocol.
- * Also creates the webchat connector and registers it on the switchboard.
+ * Also creates the webchat connector and registers it on the switchboard. Throws a `ConfigError`
+ * when switchboard, eventBus or server is missing.
  */
 export function createWebchatServer(options: WebchatServerOptions): WebchatServer {
+  checkWebchatOptions('createWebchatServer', options)
   const { switchboard, eventBus, server, logger } = options
   const prefix = (options.path ?? DEFAULT_PATH).replace(/\/+$/, '')
   const settings: ConnectionSettings = {
