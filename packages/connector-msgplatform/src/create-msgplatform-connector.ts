@@ -66,7 +66,8 @@ export function createMsgPlatformConnector(options: MsgPlatformConnectorOptions 
         ...(request.groupId === undefined ? {} : { group_id: request.groupId }),
         system_message: request.systemMessage,
       })
-      if (!isSuccess(result)) return { ok: false, error: describeResult(result) }
+      // The error becomes the paused session's reason, which the company's operators read.
+      if (!isSuccess(result)) return { ok: false, error: describeResultPublicly(result) }
       const requestId = transferRequestId(result.text)
       return requestId === undefined ? { ok: true } : { ok: true, externalReference: requestId }
     },

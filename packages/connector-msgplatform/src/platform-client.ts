@@ -39,10 +39,17 @@ export async function postToPlatform(
         accept: 'application/json',
       },
       body: JSON.stringify(body),
+      // Followed, a redirect turns the POST into a GET without the body, and that GET's 200 would
+      // count as a reply delivered; answered as is, a 3xx is a failure like a 4xx.
+      redirect: 'manual',
       signal: AbortSignal.timeout(client.timeoutMs),
     })
     // Reading the body releases the connection for the next call, and gives the error its text.
-    const text = await response.text()
+    // The status is the answer, though: a body cut off after a 2xx must not send the reply again.
+    let text = ''
+    try {
+      text = await response.text()
+    } catch {}
     return { answered: true, status: response.status, text }
   } catch (error) {
     return {
@@ -58,6 +65,9 @@ export async function postToPlatform(
 /** `msgplatform answered 503: <excerpt>` or why no answer came. */
 export function describeResult(result: PlatformCallResult): string {
   if (!result.answered) return result.error
+  if (result.status >= 300 && result.status < 400) {
+    return `msgplatform answered ${result.status} (a redirect, not followed)`
+  }
   const excerpt = result.text.trim().slice(0, EXCERPT_MAX)
   return excerpt === ''
     ? `msgplatform answered ${result.status}`

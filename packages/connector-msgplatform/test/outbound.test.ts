@@ -1,4 +1,4 @@
-import { createServer } from 'node:http'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Integration, Message, Session } from '@switchboard/core'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -51,6 +51,22 @@ const message: Message = {
   at: '2026-01-01T00:00:01.000Z',
   sequence: 2,
   delivery: 'pending',
+}
+
+/** A server of one test's own on port 0, whatever `handle` answers. */
+async function startServer(
+  handle: (request: IncomingMessage, response: ServerResponse) => void,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer(handle)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
 }
 
 /** A port nothing listens on: bound, then closed. */
@@ -135,6 +151,48 @@ describe('send', () => {
     expect(outcome).toMatchObject({ ok: false, retryable: true, error: expect.stringMatching(/unreachable/) })
   })
 
+  // A redirect followed by fetch turns the POST into a GET without the reply, whose 200 would
+  // have counted as delivered.
+  it.each([301, 302, 303, 307, 308])('calls a %i final, without following it', async (status) => {
+    const elsewhere = await startServer((_request, response) => {
+      response.writeHead(status, { location: `${platform.url}/v1/messages` })
+      response.end()
+    })
+    try {
+      const outcome = await createMsgPlatformConnector().send({
+        integration: integrationAt(elsewhere.url),
+        session,
+        message,
+      })
+      expect(outcome).toEqual({
+        ok: false,
+        retryable: false,
+        error: `msgplatform answered ${status} (a redirect, not followed)`,
+      })
+      expect(platform.calls).toHaveLength(0)
+    } finally {
+      await elsewhere.close()
+    }
+  })
+
+  // Sent again, the reply would reach the customer twice.
+  it('counts a 2xx as delivered even when its body never finishes', async () => {
+    const stalling = await startServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' })
+      response.write('{"ok":')
+    })
+    try {
+      const outcome = await createMsgPlatformConnector({ timeoutMs: 100 }).send({
+        integration: integrationAt(stalling.url),
+        session,
+        message,
+      })
+      expect(outcome).toEqual({ ok: true })
+    } finally {
+      await stalling.close()
+    }
+  })
+
   it('refuses, for good, an integration whose config lacks the token', async () => {
     const outcome = await createMsgPlatformConnector().send({
       integration: integrationAt(platform.url, { apiToken: undefined }),
@@ -189,6 +247,18 @@ describe('transferToHuman', () => {
     expect(platform.callsTo('/v1/dialogs/transfer')[1]?.body).toEqual({
       client_id: 'client-9',
       system_message: false,
+    })
+  })
+
+  // The reason lands in the session's pauseState, which the company's operators read.
+  it('reports an unreachable platform without the network details of this server', async () => {
+    const port = await closedPort()
+    const outcome = await createMsgPlatformConnector().transferToHuman(
+      request({ integration: integrationAt(`http://127.0.0.1:${port}`) }),
+    )
+    expect(outcome).toEqual({
+      ok: false,
+      error: 'msgplatform could not be reached at the apiBaseUrl of the integration',
     })
   })
 

@@ -165,6 +165,16 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       return false
     }
     await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'failed' })
+    // Besides the event: an app listening to none still learns why a customer got nothing.
+    context.logger.warn(
+      {
+        sessionId: item.sessionId,
+        messageId: item.messageId,
+        attempts: failedAttempts,
+        error: outcome.error,
+      },
+      'a reply was not delivered; it is marked failed',
+    )
     emitSafely(context, 'delivery-failed', { ...event, error: outcome.error })
     return true
   }
