@@ -67,7 +67,22 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
    */
   let refusedBeforeSession: number | null = 0
 
+  /**
+   * Frames of the session that come before its `session` frame went out (from the bus, while the
+   * connection reads the session): they follow it, as the session frame comes first (CONTRACT
+   * §7). A widget shown a reply first would ask for history since that reply and skip the rest.
+   */
+  let held: ServerFrame[] | null = []
+
   const send = (frame: ServerFrame): void => {
+    if (held !== null) {
+      held.push(frame)
+      return
+    }
+    transmit(frame)
+  }
+
+  const transmit = (frame: ServerFrame): void => {
     if (socket.readyState !== WebSocket.OPEN) return
     socket.send(JSON.stringify(frame))
     if (socket.bufferedAmount > settings.maxBufferedBytes) {
@@ -164,6 +179,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   const useSession = async (next: Session): Promise<void> => {
     const previous = unsubscribe
     session = { id: next.id, state: next.state }
+    held ??= []
     // What was counted belongs to the session left behind.
     forgetTurns()
     unsubscribe = await eventBus.subscribe(sessionTopic(next.id), (payload) => {
@@ -174,7 +190,15 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     // Read again now that the subscription is live: a pause or close in between is not missed.
     const current = await switchboard.storage.sessions.get({ id: next.id })
     if (current !== null) session.state = current.state
-    send({ type: 'session', sessionId: next.id, visitorToken: options.visitorToken, state: session.state })
+    transmit({
+      type: 'session',
+      sessionId: next.id,
+      visitorToken: options.visitorToken,
+      state: session.state,
+    })
+    const heard = held ?? []
+    held = null
+    for (const frame of heard) transmit(frame)
     const refused = refusedBeforeSession ?? 0
     refusedBeforeSession = null
     for (let index = 0; index < refused; index += 1) refuseFrame()
@@ -183,7 +207,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   const start = async (): Promise<void> => {
     const opened = await switchboard.openSession({ integrationId: integration.id, clientId: visitorId })
     if (opened.isErr()) {
-      send({ type: 'error', code: opened.error.code, message: opened.error.message })
+      transmit({ type: 'error', code: opened.error.code, message: opened.error.message })
       socket.close(opened.error.code === 'VALIDATION_ERROR' ? 1011 : 1008, opened.error.code)
       return
     }

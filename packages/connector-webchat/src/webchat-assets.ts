@@ -26,6 +26,7 @@ function demoHtml(options: { integrationId: string; widgetUrl?: string }): strin
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Switchboard webchat demo</title>
+<link rel="icon" href="data:,">
 <style>
   body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1f2933; background: #f5f7fa; }
   main { max-width: 34rem; margin: 4rem 3rem; }

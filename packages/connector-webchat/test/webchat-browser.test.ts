@@ -58,6 +58,10 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
     const page = browser.pages()[0] ?? (await browser.newPage())
     const problems: string[] = []
     page.on('pageerror', (error) => problems.push(error.message))
+    // The page's own requests included (a missing favicon is a 404 in the console).
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(message.text())
+    })
     await page.goto(`${service.url}/demo/webchat?integration=${integrationId}`)
 
     const widget = page.locator('#switchboard-webchat')
@@ -92,5 +96,121 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
     expect(problems).toEqual([])
     service.model.assertDone()
     console.info(`webchat screenshots: ${answered} ${reloaded}`)
+  })
+
+  describe('against a scripted socket', () => {
+    // A WebSocket stand-in the test drives from outside: each socket the widget opens is kept in
+    // window.__sockets; `accept()` opens it, `refuse()` ends it the way a refused handshake does
+    // (a close without an open), `deliver(frame)` hands the widget a frame.
+    const FAKE_SOCKET = `
+      window.__sockets = []
+      window.WebSocket = class {
+        constructor(url) {
+          this.url = url
+          this.sent = []
+          this.listeners = { open: [], message: [], close: [] }
+          window.__sockets.push(this)
+        }
+        addEventListener(type, listener) { this.listeners[type].push(listener) }
+        send(data) { this.sent.push(JSON.parse(data)) }
+        close() {}
+        accept() { for (const listener of this.listeners.open) listener({}) }
+        refuse() { for (const listener of this.listeners.close) listener({ code: 1006 }) }
+        deliver(frame) { for (const listener of this.listeners.message) listener({ data: JSON.stringify(frame) }) }
+      }
+    `
+    const SESSION = '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e01'
+
+    /** The stand-in as the page sees it. */
+    interface ScriptedSocket {
+      readonly url: string
+      accept(): void
+      refuse(): void
+      deliver(frame: unknown): void
+    }
+
+    async function openDemo(token?: string) {
+      const context = await browser.browser()?.newContext()
+      const page = context === undefined ? await browser.newPage() : await context.newPage()
+      await page.addInitScript(FAKE_SOCKET)
+      const integrationId = 41
+      if (token !== undefined) {
+        await page.addInitScript(
+          ([key, value]) =>
+            (
+              globalThis as unknown as { localStorage: { setItem(key: string, value: string): void } }
+            ).localStorage.setItem(key, value),
+          [
+            `switchboard-webchat:${service.url}:${integrationId}`,
+            JSON.stringify({ token, sessionId: SESSION, pending: [] }),
+          ] as const,
+        )
+      }
+      await page.goto(`${service.url}/demo/webchat?integration=${integrationId}`)
+      return page
+    }
+
+    // After a reconnect, a reply published meanwhile can arrive before the history of what came
+    // before it; shown in arrival order, the conversation read out of order.
+    it('shows messages in the order they were written, whatever order they arrive in', {
+      timeout: 30_000,
+    }, async () => {
+      const page = await openDemo()
+      await page.locator('#switchboard-webchat button').first().click()
+      await expect
+        .poll(() => page.evaluate(() => (globalThis as unknown as { __sockets: unknown[] }).__sockets.length))
+        .toBe(1)
+      const message = (id: string, role: string, text: string, at: string) => ({
+        type: 'message',
+        messageId: `00000000-0000-4000-8000-00000000000${id}`,
+        role,
+        text,
+        at,
+      })
+      await page.evaluate(
+        ([session, frames]) => {
+          const socket = (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets[0]!
+          socket.accept()
+          socket.deliver({ type: 'session', sessionId: session, visitorToken: 't', state: 'ongoing' })
+          for (const frame of frames) socket.deliver(frame)
+        },
+        [
+          SESSION,
+          [
+            message('3', 'agent', 'third', '2026-01-01T00:00:03.000Z'),
+            message('1', 'customer', 'first', '2026-01-01T00:00:01.000Z'),
+            message('2', 'agent', 'second', '2026-01-01T00:00:02.000Z'),
+            message('3', 'agent', 'third', '2026-01-01T00:00:03.000Z'),
+          ],
+        ] as const,
+      )
+      await expect
+        .poll(() => page.locator('#switchboard-webchat .message').allTextContents())
+        .toEqual(['first', 'second', 'third'])
+      await page.context().close()
+    })
+
+    // A browser does not say why a handshake was refused. Dropping the token at the first refusal
+    // made a visitor whose integration was off for a moment a new visitor, the conversation lost.
+    it('keeps its token through a refusal or two while the server answers', { timeout: 30_000 }, async () => {
+      const page = await openDemo('saved-token')
+      const urls = async () =>
+        page.evaluate(() =>
+          (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets.map((socket) => socket.url),
+        )
+      for (let refusals = 1; refusals <= 3; refusals += 1) {
+        await expect.poll(urls, { timeout: 10_000 }).toHaveLength(refusals)
+        await page.evaluate(() => {
+          const sockets = (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets
+          sockets[sockets.length - 1]!.refuse()
+        })
+      }
+      await expect.poll(urls, { timeout: 15_000 }).toHaveLength(4)
+      const tried = await urls()
+      expect(tried.slice(0, 3).every((url) => url.endsWith('?token=saved-token'))).toBe(true)
+      // Refused three times over with the server up: the token itself is refused (a new secret).
+      expect(tried[3]).not.toContain('token=')
+      await page.context().close()
+    })
   })
 })

@@ -25,6 +25,7 @@
   const RETRY_MIN_MS = 1000
   const RETRY_MAX_MS = 30_000
   const RATE_LIMIT_PAUSE_MS = 10_000
+  const TOKEN_REFUSALS_BEFORE_NEW_VISITOR = 3
 
   /** { token, sessionId, pending: [{clientMessageId, text}] } — what must survive a reload. */
   const saved = load()
@@ -34,9 +35,13 @@
   let freshConnection = false
   let sessionId = saved.sessionId || null
   let lastMessageId = null
+  /** When the message `lastMessageId` names was written; an ack's message counts as newest. */
+  let lastMessageAt = null
   let retryMs = RETRY_MIN_MS
   let retryTimer = null
   let skipTokenOnce = false
+  /** Handshakes refused in a row with the token while the server answered. */
+  let refusedWithToken = 0
   let resendTimer = null
   let started = false
   let unread = 0
@@ -168,15 +173,33 @@
     element.append(document.createTextNode(text))
     if (options.pending) element.dataset.pending = 'true'
     if (options.messageId) element.dataset.messageId = options.messageId
-    list.insertBefore(element, typing)
+    if (options.at) element.dataset.at = options.at
+    list.insertBefore(element, placeFor(options.at))
     scrollDown()
     return element
   }
 
+  /**
+   * Where a message written at `at` goes: before the first one shown that was written later. After
+   * a reconnect, a reply sent meanwhile can arrive before the history of what came before it.
+   */
+  function placeFor(at) {
+    if (at) {
+      for (const element of list.querySelectorAll('.message[data-at]')) {
+        if (element.dataset.at > at) return element
+      }
+    }
+    return typing
+  }
+
   function showMessage(frame) {
-    lastMessageId = frame.messageId
+    // History is asked for since the newest message seen, not the one that arrived last.
+    if (!(lastMessageAt > frame.at)) {
+      lastMessageId = frame.messageId
+      lastMessageAt = frame.at
+    }
     if (shown.has(frame.messageId)) return
-    shown.set(frame.messageId, render(frame.role, frame.text, { messageId: frame.messageId }))
+    shown.set(frame.messageId, render(frame.role, frame.text, { messageId: frame.messageId, at: frame.at }))
     if (frame.role !== 'customer' && panel.hidden) {
       unread += 1
       badge.textContent = String(unread)
@@ -254,7 +277,10 @@
       case 'session': {
         const resumed = frame.sessionId === sessionId
         if (!resumed && sessionId !== null && shown.size > 0) note('A new conversation has started.')
-        if (!resumed) lastMessageId = null
+        if (!resumed) {
+          lastMessageId = null
+          lastMessageAt = null
+        }
         saved.token = frame.visitorToken
         sessionId = frame.sessionId
         save()
@@ -272,6 +298,7 @@
         pending.delete(frame.clientMessageId)
         save()
         lastMessageId = frame.messageId
+        lastMessageAt = null
         if (shown.has(frame.messageId)) {
           // Stored before a reload and already back through history: keep that one.
           if (item.element) item.element.remove()
@@ -321,6 +348,7 @@
     socket = new WebSocket(useToken ? `${socketUrl}?token=${encodeURIComponent(saved.token)}` : socketUrl)
     socket.addEventListener('open', () => {
       opened = true
+      refusedWithToken = 0
       connected = true
       freshConnection = true
       retryMs = RETRY_MIN_MS
@@ -338,11 +366,16 @@
       setTyping(false)
       if (!opened && useToken) {
         // A browser does not say why a handshake was refused. If the server is reachable, the
-        // token may be the cause (the integration's secret was rotated): try once without it.
-        // The old token stays saved until a new session replaces it.
+        // token may be the cause (the integration's secret was rotated), or the integration is
+        // off for a moment: only refused again and again is the token given up, for a try
+        // without it. The old token stays saved until a new session replaces it.
         fetch(new URL('api/health', base), { mode: 'no-cors', cache: 'no-store' }).then(
           () => {
-            skipTokenOnce = true
+            refusedWithToken += 1
+            if (refusedWithToken >= TOKEN_REFUSALS_BEFORE_NEW_VISITOR) {
+              refusedWithToken = 0
+              skipTokenOnce = true
+            }
             retry()
           },
           () => retry(),

@@ -1,0 +1,113 @@
+import { EventEmitter } from 'node:events'
+import {
+  createMemoryEventBus,
+  type Integration,
+  type Message,
+  type Session,
+  type Switchboard,
+} from '@switchboard/core'
+import { ok } from 'neverthrow'
+import { describe, expect, it } from 'vitest'
+import { WebSocket } from 'ws'
+import { messageFrame } from './frames.js'
+import { sessionTopic } from './session-events.js'
+import { serveVisitor } from './visitor-connection.js'
+
+const at = '2026-01-01T00:00:00.000Z'
+const session: Session = {
+  id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e01',
+  companyId: 1,
+  integrationId: '7',
+  customer: { clientId: 'visitor-1' },
+  state: 'ongoing',
+  activeAgentId: 1,
+  entryAgentId: 1,
+  metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
+  createdAt: at,
+  updatedAt: at,
+  version: 1,
+}
+const reply: Message = {
+  id: '9b2f0e3c-1d4a-4b6e-8f7a-2c3d4e5f6a7b',
+  companyId: 1,
+  sessionId: session.id,
+  role: 'agent',
+  text: 'Hello again',
+  agentId: 1,
+  at,
+  sequence: 2,
+}
+
+/** What `serveVisitor` uses of a `ws` socket, keeping the frames it is sent. */
+class FakeSocket extends EventEmitter {
+  readyState: number = WebSocket.OPEN
+  bufferedAmount = 0
+  readonly frames: { type: string }[] = []
+  send(data: string, done?: () => void): void {
+    this.frames.push(JSON.parse(data) as { type: string })
+    done?.()
+  }
+  close(): void {
+    this.readyState = WebSocket.CLOSED
+    this.emit('close')
+  }
+  terminate(): void {
+    this.close()
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve = () => {}
+  const promise = new Promise<void>((done) => {
+    resolve = done
+  })
+  return { promise, resolve }
+}
+
+describe('serveVisitor', () => {
+  // CONTRACT §7: the session frame comes first. A reply or an operator's message published while
+  // the connection was still reading its session reached the widget before it, and the widget then
+  // asked for history since that message and skipped the ones before it.
+  it('sends what the session heard before its session frame went out after it, in order', async () => {
+    const socket = new FakeSocket()
+    const eventBus = createMemoryEventBus()
+    const reading = deferred()
+    const gate = deferred()
+    const switchboard = {
+      openSession: async () => ok(session),
+      storage: {
+        sessions: {
+          get: async () => {
+            reading.resolve()
+            await gate.promise
+            return session
+          },
+        },
+      },
+    } as unknown as Switchboard
+    serveVisitor({
+      socket: socket as unknown as WebSocket,
+      switchboard,
+      eventBus,
+      integration: { id: '7' } as Integration,
+      visitorId: 'visitor-1',
+      visitorToken: 'token',
+      settings: {
+        typingTimeoutMs: 60_000,
+        rateLimit: { messages: 20, windowMs: 10_000 },
+        maxBufferedBytes: 1e6,
+      },
+    })
+
+    await reading.promise
+    await eventBus.publish(sessionTopic(session.id), { kind: 'typing', on: true, messageId: 'm-1' })
+    await eventBus.publish(sessionTopic(session.id), { kind: 'message', frame: messageFrame(reply) })
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(socket.frames).toEqual([])
+
+    gate.resolve()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(socket.frames.map((frame) => frame.type)).toEqual(['session', 'typing', 'message'])
+    socket.close()
+  })
+})
