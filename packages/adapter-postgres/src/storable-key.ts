@@ -21,9 +21,18 @@ export function storableKey(key: string): string {
   return exact ? key : MARK + JSON.stringify(key)
 }
 
-/** The key `storableKey` stored. */
+/**
+ * The key `storableKey` stored. A row written before keys were encoded holds its key as it came,
+ * which may even start with the marker: what is not the JSON of a string is read as it is.
+ */
 export function keyFromStorage(stored: string): string {
-  return stored.startsWith(MARK) ? (JSON.parse(stored.slice(MARK.length)) as string) : stored
+  if (!stored.startsWith(MARK)) return stored
+  try {
+    const key: unknown = JSON.parse(stored.slice(MARK.length))
+    return typeof key === 'string' ? key : stored
+  } catch {
+    return stored
+  }
 }
 
 /** A JSON array parameter of keys, each as `storableKey` stores it. */

@@ -457,8 +457,65 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
       }
     })
+
+    // Every writer of a session takes its advisory lock before its row: an operator's message and
+    // a turn's commit insert (the lock) then read or save the row; ingest following a customer to
+    // another channel saved the row first, and with either of them waited in a circle.
+    it('saves a session and inserts its messages in either order without deadlocking another writer', async () => {
+      const company = await storage.companies.create({
+        companyName: 'Locks',
+        publicId: randomUUID(),
+        at: new Date(),
+      })
+      const session = await openSession(storage, company.id)
+      const inserted = deferred()
+      const saved = deferred()
+      const message = (role: 'operator' | 'customer') => ({
+        id: randomUUID(),
+        companyId: company.id,
+        sessionId: session.id,
+        integrationId: session.integrationId,
+        role,
+        text: role,
+        at: new Date(),
+        ...(role === 'operator' ? { delivery: 'pending' as const } : {}),
+      })
+      const operator = storage.transaction(async (tx) => {
+        await tx.messages.insert(message('operator'))
+        inserted.resolve()
+        await saved.promise
+        // Long enough for the other to be waiting on this one's lock.
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        return tx.sessions.get({ id: session.id, lock: true })
+      })
+      const ingest = storage.transaction(async (tx) => {
+        await inserted.promise
+        const followed = tx.sessions.save({
+          ...session,
+          customer: { ...session.customer, channelId: 'another' },
+        })
+        saved.resolve()
+        await followed
+        await tx.messages.insertMany([message('customer')])
+      })
+
+      const outcomes = await Promise.allSettled([operator, ingest])
+
+      expect(
+        outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : 'ok')),
+      ).toEqual(['ok', 'ok'])
+      expect((await storage.sessions.get({ id: session.id }))?.customer.channelId).toBe('another')
+    })
   })
 })
+
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve = () => {}
+  const promise = new Promise<void>((done) => {
+    resolve = done
+  })
+  return { promise, resolve }
+}
 
 async function openSession(storage: Storage, companyId: number): Promise<Session> {
   const at = new Date()

@@ -110,4 +110,56 @@ describe('serveVisitor', () => {
     expect(socket.frames.map((frame) => frame.type)).toEqual(['session', 'typing', 'message'])
     socket.close()
   })
+
+  // The frames held for the new session's frame would otherwise be held for good: no ack, reply
+  // or error would reach the visitor again, on a socket that stays open.
+  it('closes the connection when moving to a new session fails, after an error frame', async () => {
+    const socket = new FakeSocket()
+    const closed: Session = { ...session, state: 'closed' }
+    const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e02' }
+    let reads = 0
+    const switchboard = {
+      openSession: async () => ok(closed),
+      ingest: async () =>
+        ok({
+          session: next,
+          message: { ...reply, role: 'customer', sessionId: next.id },
+          duplicate: false,
+          queued: false,
+        }),
+      storage: {
+        sessions: {
+          get: async () => {
+            reads += 1
+            if (reads === 2) throw new Error('connection reset')
+            return closed
+          },
+        },
+      },
+    } as unknown as Switchboard
+    serveVisitor({
+      socket: socket as unknown as WebSocket,
+      switchboard,
+      eventBus: createMemoryEventBus(),
+      integration: { id: '7' } as Integration,
+      visitorId: 'visitor-1',
+      visitorToken: 'token',
+      settings: {
+        typingTimeoutMs: 60_000,
+        rateLimit: { messages: 20, windowMs: 10_000 },
+        maxBufferedBytes: 1e6,
+      },
+    })
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    socket.emit(
+      'message',
+      Buffer.from(JSON.stringify({ type: 'message', text: 'hello', clientMessageId: 'a' })),
+      false,
+    )
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    expect(socket.frames.map((frame) => frame.type)).toEqual(['session', 'error'])
+    expect(socket.readyState).toBe(WebSocket.CLOSED)
+  })
 })

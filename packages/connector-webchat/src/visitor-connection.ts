@@ -175,8 +175,26 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     }
   }
 
-  /** Follows `next` on the bus, then tells the client about it. */
+  /**
+   * Follows `next` on the bus, then tells the client about it. Failing half way, the connection
+   * no longer knows what it follows: it says so and closes, and the widget reconnects with its
+   * token (what it sent and had no ack for goes again, and is stored once).
+   */
   const useSession = async (next: Session): Promise<void> => {
+    try {
+      await followSession(next)
+    } catch (error) {
+      held = null
+      logger?.error(
+        { integrationId: integration.id, sessionId: next.id, error: String(error) },
+        'webchat: could not follow the session',
+      )
+      transmit({ type: 'error', code: 'INTERNAL_ERROR', message: 'something went wrong; reconnecting' })
+      socket.close(1011, 'INTERNAL_ERROR')
+    }
+  }
+
+  const followSession = async (next: Session): Promise<void> => {
     const previous = unsubscribe
     session = { id: next.id, state: next.state }
     held ??= []

@@ -35,7 +35,11 @@
   let freshConnection = false
   let sessionId = saved.sessionId || null
   let lastMessageId = null
-  /** When the message `lastMessageId` names was written; an ack's message counts as newest. */
+  /**
+   * When the message `lastMessageId` names was written; null after an ack, which does not say:
+   * the next message frame then takes its place whatever its time (at worst history sends again
+   * what is shown, which is skipped).
+   */
   let lastMessageAt = null
   let retryMs = RETRY_MIN_MS
   let retryTimer = null

@@ -11,6 +11,7 @@ import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition 
 import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
 import { keyFromStorage, storableKey, storableKeys } from '../storable-key.js'
 import { lookUpEachSql } from './look-up-each.js'
+import { sessionLockSql } from './session-lock.js'
 
 const COLUMNS = `id, company_id, integration_id, customer, state, active_agent_id, entry_agent_id, metadata,
   pause_state, created_at, updated_at, version, insertion`
@@ -129,10 +130,14 @@ export function createSessionRepository(client: DbClient): SessionRepository {
       if (!isUuid(input.id)) return null
       // Compare-and-set: a writer that lost the race finds the version moved on and writes
       // nothing. Under READ COMMITTED the loser waits for the winner's row lock, then re-reads.
+      // The session's advisory lock first, as its message inserts take it: a transaction that
+      // inserts then saves (a turn's commit) and one that saves then inserts (ingest following a
+      // customer to another channel) would otherwise each hold what the other waits for.
       const [row] = await client.query(
         `UPDATE sessions SET company_id = $2, integration_id = $3::bigint, client_id = $4, customer = $5::jsonb,
           state = $6, active_agent_id = $7, entry_agent_id = $8, metadata = $9::json, pause_state = $10::jsonb,
           created_at = $11::timestamptz, updated_at = $12::timestamptz, version = version + 1
+        FROM ${sessionLockSql('$1')}
         WHERE id = $1::uuid AND version = $13
         RETURNING ${COLUMNS}`,
         [input.id, ...sessionParameters(input), input.version],

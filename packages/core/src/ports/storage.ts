@@ -73,7 +73,9 @@ export interface SessionRepository {
   /**
    * With `lock`, inside a transaction: the session stays as read until the transaction ends. A
    * `save` of it elsewhere waits until then (and lands if nothing else moved the version); reads
-   * with `lock` do not wait for each other.
+   * with `lock` do not wait for each other. Writers take a session's messages before the session
+   * itself (an insert, then a save or a locked read); a transaction that locked the session
+   * before inserting its messages could wait in a circle with one saving it.
    */
   get(options: { id: string; companyId?: number; lock?: boolean }): Promise<Session | null>
   /** The customer's session that is not closed, if any. */

@@ -1723,12 +1723,13 @@ export function runStorageConformance(
         const order: string[] = []
 
         const holding = storage.transaction(async (tx) => {
+          // The session's messages before the session itself, in the order every writer takes them.
+          await insertMessage(tx, session, { role: 'operator', delivery: 'pending' })
           await tx.sessions.get({ id: session.id, lock: true })
           // Two holders at once: locked reads do not wait for each other.
           await tx.sessions.get({ id: session.id, lock: true })
           held()
           await released
-          await insertMessage(tx, session, { role: 'operator', delivery: 'pending' })
           order.push('holder committed')
         })
         await wasHeld
