@@ -1,20 +1,5 @@
-import { ConfigError } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue, hasMethods } from '@switchboard/core'
 import type { RouterOptions } from './create-router.js'
-
-function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? 'an array' : 'an object'
-  return String(value)
-}
-
-function hasMethods(value: unknown, methods: readonly string[]): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function')
-  )
-}
 
 /**
  * Webhook URLs are the publicUrl with a path appended (`{publicUrl}/api/webhook/...`), handed to

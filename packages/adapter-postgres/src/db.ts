@@ -1,4 +1,4 @@
-import { ConfigError } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
 
 export type DbKind = 'postgres' | 'pglite'
 
@@ -39,13 +39,6 @@ export function assertChannelName(channel: string): void {
       `Invalid notification channel "${channel}": use lowercase letters, digits and _ (at most 63)`,
     )
   }
-}
-
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? 'an array' : 'an object'
-  return String(value)
 }
 
 const DB_METHODS = ['query', 'transaction', 'listen', 'notify', 'close'] as const

@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream'
-import { ConfigError } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
 import pg from 'pg'
-import { assertChannelName, type Db, type DbClient, type DbRow, describeValue } from './db.js'
+import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { createMutex } from './mutex.js'
 import { storableParameters } from './storable-text.js'
 

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import {
   createMemoryEventBus,
+  type EventBus,
   type Integration,
   type Message,
   type Session,
@@ -56,6 +57,23 @@ class FakeSocket extends EventEmitter {
   }
 }
 
+/** A visitor of integration 7 on `socket`, with the settings of a default server. */
+function serve(socket: FakeSocket, switchboard: Switchboard, eventBus: EventBus): void {
+  serveVisitor({
+    socket: socket as unknown as WebSocket,
+    switchboard,
+    eventBus,
+    integration: { id: '7' } as Integration,
+    visitorId: 'visitor-1',
+    visitorToken: 'token',
+    settings: {
+      typingTimeoutMs: 60_000,
+      rateLimit: { messages: 20, windowMs: 10_000 },
+      maxBufferedBytes: 1e6,
+    },
+  })
+}
+
 function deferred(): { promise: Promise<void>; resolve(): void } {
   let resolve = () => {}
   const promise = new Promise<void>((done) => {
@@ -85,19 +103,7 @@ describe('serveVisitor', () => {
         },
       },
     } as unknown as Switchboard
-    serveVisitor({
-      socket: socket as unknown as WebSocket,
-      switchboard,
-      eventBus,
-      integration: { id: '7' } as Integration,
-      visitorId: 'visitor-1',
-      visitorToken: 'token',
-      settings: {
-        typingTimeoutMs: 60_000,
-        rateLimit: { messages: 20, windowMs: 10_000 },
-        maxBufferedBytes: 1e6,
-      },
-    })
+    serve(socket, switchboard, eventBus)
 
     await reading.promise
     await eventBus.publish(sessionTopic(session.id), { kind: 'typing', on: true, messageId: 'm-1' })
@@ -137,19 +143,7 @@ describe('serveVisitor', () => {
         },
       },
     } as unknown as Switchboard
-    serveVisitor({
-      socket: socket as unknown as WebSocket,
-      switchboard,
-      eventBus: createMemoryEventBus(),
-      integration: { id: '7' } as Integration,
-      visitorId: 'visitor-1',
-      visitorToken: 'token',
-      settings: {
-        typingTimeoutMs: 60_000,
-        rateLimit: { messages: 20, windowMs: 10_000 },
-        maxBufferedBytes: 1e6,
-      },
-    })
+    serve(socket, switchboard, createMemoryEventBus())
     await new Promise((resolve) => setTimeout(resolve, 10))
 
     socket.emit(

@@ -1,19 +1,4 @@
-import { ConfigError } from '@switchboard/core'
-
-function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'object' && value !== null) return Array.isArray(value) ? 'an array' : 'an object'
-  return String(value)
-}
-
-function hasMethods(value: unknown, methods: readonly string[]): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function')
-  )
-}
+import { ConfigError, describeOptionValue as describeValue, hasMethods } from '@switchboard/core'
 
 /**
  * The options `factory` cannot start without. A missing eventBus otherwise surfaced only once a

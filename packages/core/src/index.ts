@@ -42,7 +42,14 @@ export {
 } from './domain/agent.js'
 export type { AgentPathEntry, AgentPathVia } from './domain/agent-path.js'
 export type { ErrorCode, SessionErrorCode, SwitchboardError } from './domain/errors.js'
-export { ConfigError, ERROR_CODES, SESSION_ERROR_CODES, switchboardError } from './domain/errors.js'
+export {
+  ConfigError,
+  describeOptionValue,
+  ERROR_CODES,
+  hasMethods,
+  SESSION_ERROR_CODES,
+  switchboardError,
+} from './domain/errors.js'
 export { type FieldProblem, parseInput } from './domain/parse-input.js'
 export type {
   Customer,

@@ -57,3 +57,24 @@ export class ConfigError extends Error {
     return typeof value === 'object' && value !== null && CONFIG_ERROR in value
   }
 }
+
+/**
+ * An option as a `ConfigError` message shows it: a string quoted, anything else by its kind, never
+ * the contents of an object, which may be large or hold secrets.
+ */
+export function describeOptionValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object' && value !== null) return 'an object'
+  return String(value)
+}
+
+/** Whether `value` is an object with each of these methods: what an option check asks of a port. */
+export function hasMethods(value: unknown, methods: readonly string[]): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function')
+  )
+}

@@ -1,4 +1,4 @@
-import { ConfigError } from '../domain/errors.js'
+import { ConfigError, describeOptionValue as describeValue } from '../domain/errors.js'
 import type { Connector } from '../ports/connector.js'
 import type { Repositories } from '../ports/storage.js'
 import type { SwitchboardOptions } from './create-switchboard.js'
@@ -21,15 +21,6 @@ const REPOSITORIES: Readonly<Record<keyof Repositories, true>> = {
   webhookLogs: true,
   webhookDeliveries: true,
   knowledgeDocuments: true,
-}
-
-/** A value as an error message shows it: never more than its kind for objects, which may be large. */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value)
-  if (typeof value === 'function') return 'a function'
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'object' && value !== null) return 'an object'
-  return String(value)
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
