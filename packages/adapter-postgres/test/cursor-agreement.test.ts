@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createMemoryStorage, type Storage } from '@switchboard/core'
+import { agentInputSchema, createMemoryStorage, type Storage } from '@switchboard/core'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPgliteDb, createPostgresStorage, type Db } from '../src/index.js'
@@ -39,21 +39,8 @@ async function seed(
   const agentIds: number[] = []
   for (const name of ['Reception', 'Sales', 'Support']) {
     const agent = await storage.agents.create({
+      ...agentInputSchema.parse({ name, systemPrompt: 'You help customers.' }),
       companyId,
-      name,
-      kind: 'ai',
-      systemPrompt: 'You help customers.',
-      llmModel: 'gpt-4o-mini',
-      maxDepth: 3,
-      handoff: {
-        enabled: false,
-        allowedTargets: [],
-        announceHandoff: true,
-        handoffMessageTemplate: '',
-        messageHistoryDepth: 15,
-        msgplatform: { sendSystemMessage: true },
-      },
-      fallbackReply: null,
       at: at(0),
     })
     agentIds.push(agent.id)
