@@ -1,6 +1,14 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
-import { type ConversationHarness, createConversationHarness, reply, toolCall } from '../src/testing/index.js'
+import {
+  type ConversationHarness,
+  createConversationHarness,
+  createScriptedModel,
+  handoff,
+  reply,
+  type ScriptedModel,
+  toolCall,
+} from '../src/testing/index.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -248,6 +256,47 @@ describe('the runtime', () => {
         leaseToken: 'x',
       }),
     ).toEqual([])
+  })
+
+  // Past stop's wait, a turn may still finish and commit (its job given back but not taken yet);
+  // its announcement must still reach the customer before the conversation leaves for a human.
+  it('lets a turn that commits after stop gave up waiting announce before it transfers', async () => {
+    const scripted = createScriptedModel()
+    const slow = Object.assign(Object.create(scripted) as ScriptedModel, {
+      complete: async (request: Parameters<ScriptedModel['complete']>[0]) => {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        return scripted.complete(request)
+      },
+    })
+    harness = await createConversationHarness({
+      agents: {
+        reception: {
+          handoff: {
+            enabled: true,
+            allowedTargets: ['humans'],
+            handoffMessageTemplate: 'A colleague will take over.',
+          },
+        },
+        humans: { kind: 'human' },
+      },
+      entry: 'reception',
+      humanTransfer: true,
+      model: slow,
+    })
+    slow.script(harness.agent('reception'), handoff(harness.agent('humans')))
+    harness.switchboard.events.once('turn-started', () => {
+      void harness.switchboard.stop({ timeoutMs: 1 })
+    })
+    const transferred = new Promise<void>((resolve) => {
+      harness.switchboard.events.on('session-state-changed', () => resolve())
+    })
+
+    await harness.customer().sends('I want a person')
+    await transferred
+    await new Promise((resolve) => setTimeout(resolve, 20))
+
+    expect(harness.connector.sent.map((message) => message.text)).toEqual(['A colleague will take over.'])
+    expect(harness.connector.transfers.map((transfer) => transfer.sentBefore)).toEqual([1])
   })
 
   // A request still in flight as the server shuts down must not touch a storage about to close.

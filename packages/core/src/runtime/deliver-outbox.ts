@@ -36,7 +36,10 @@ export interface DeliveryService {
   sweep(): Promise<void>
   /** Resolves when no delivery is in flight. */
   settled(): Promise<void>
-  /** Cancels retry timers and starts no new delivery; deliveries in flight still finish. */
+  /**
+   * Cancels retry timers and starts no new delivery but those `deliverNow` is asked for (a turn
+   * still finishing); deliveries in flight still finish.
+   */
   stop(): void
 }
 
@@ -259,7 +262,8 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
 
   // After `stop`, messages committed by work still finishing (a request the server was answering
   // as it shut down) stay in the outbox: the next process's sweep sends them, while this one's
-  // storage may be closing under them.
+  // storage may be closing under them. `deliverNow` still sends: a turn that committed a transfer
+  // to a human awaits it, and its announcement must reach the customer before the transfer.
   const service: DeliveryService = {
     deliverSoon(messageIds, known) {
       if (stopped) return
@@ -267,7 +271,6 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       for (const id of messageIds) track(deliverOne(id, known))
     },
     async deliverNow(messageIds) {
-      if (stopped) return
       for (const id of messageIds) await track(deliverOneNow(id))
     },
     async sweep() {
