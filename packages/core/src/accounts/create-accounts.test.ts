@@ -269,6 +269,28 @@ describe('login', () => {
     ).toBe(true)
   })
 
+  // Each attempt counts as a failure until its password checks out; one turned away for the
+  // attempts in flight beside it never had its password checked and is no failure either. (A
+  // burst of more than 10 attempts at once is turned away whatever the passwords: checking them
+  // would hand a guesser that many answers.)
+  it('counts no failure for logins sent at once with the right password: the next login gets in', async () => {
+    const { accounts, hasher, register } = setup()
+    await register()
+    const verify = hasher.verify
+    hasher.verify = async (input) => {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      return verify(input)
+    }
+
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => accounts.login({ email: 'ada@example.com', password: PASSWORD })),
+    )
+
+    const codes = results.map((result) => (result.isOk() ? 'ok' : result.error.code))
+    expect(codes.filter((code) => code !== 'ok').every((code) => code === 'RATE_LIMITED')).toBe(true)
+    expect((await accounts.login({ email: 'ada@example.com', password: PASSWORD })).isOk()).toBe(true)
+  })
+
   it('lets logins through again once the oldest failure leaves the window', async () => {
     const { accounts, clock, register } = setup()
     await register()

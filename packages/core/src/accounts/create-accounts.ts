@@ -210,7 +210,12 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       // only: the failures before it still count until they leave the window (CONTRACT §3).
       await storage.loginFailures.record({ emailKey, at: now })
       const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
-      if (overtaken !== null) return err(overtaken)
+      if (overtaken !== null) {
+        // Turned away unchecked, it is no failure: kept, a burst of right passwords would lock
+        // the email out for the whole window.
+        await storage.loginFailures.forget({ emailKey, at: now })
+        return err(overtaken)
+      }
 
       const user = await storage.users.findByEmail({ email })
       const matches =
