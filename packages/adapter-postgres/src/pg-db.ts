@@ -1,5 +1,9 @@
 import type { Writable } from 'node:stream'
-import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
+import {
+  ConfigError,
+  describeOptionValue as describeValue,
+  TransactionConflictError,
+} from '@switchboard/core'
 import pg from 'pg'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { createMutex } from './mutex.js'
@@ -113,7 +117,7 @@ export function createPgDb(options: PgDbOptions): Db {
           // A connection that cannot roll back is broken: drop it instead of pooling it.
           release(rollbackError instanceof Error ? rollbackError : true)
         }
-        throw error
+        throw asTransactionConflict(error)
       }
     },
 
@@ -296,4 +300,19 @@ function createStatementNames(): { nameOf(sql: string): string | undefined } {
       return name
     },
   }
+}
+
+/** PostgreSQL's codes for a transaction given up because of concurrent ones: run again, it may pass. */
+const CONFLICT_CODES: ReadonlySet<unknown> = new Set(['40P01', '40001'])
+
+/** A deadlock or a serialization failure as core's `TransactionConflictError`, the cause kept. */
+function asTransactionConflict(error: unknown): unknown {
+  if (
+    typeof error !== 'object' ||
+    error === null ||
+    !CONFLICT_CODES.has((error as { code?: unknown }).code)
+  ) {
+    return error
+  }
+  return new TransactionConflictError((error as Error).message, { cause: error })
 }

@@ -1,6 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { Socket } from 'node:net'
-import type { JobLease, KnowledgeIndex, Session, Storage } from '@switchboard/core'
+import {
+  type JobLease,
+  type KnowledgeIndex,
+  type Session,
+  type Storage,
+  TransactionConflictError,
+} from '@switchboard/core'
 import {
   runEventBusConformance,
   runJobQueueConformance,
@@ -455,6 +461,39 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         // In arrival order: the order the messages committed in, which their sequence numbers follow.
         expect(sequences).toEqual([...sequences].sort((left, right) => left - right))
         expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
+      }
+    })
+
+    // Core runs such a transaction again (updateSession, an operator's message) instead of
+    // answering 500: PostgreSQL gives up one of two transactions waiting for each other.
+    it("rejects a deadlock's victim with core's TransactionConflictError, its cause kept", async () => {
+      const table = `deadlock_${randomBytes(4).toString('hex')}`
+      await db.query(`CREATE TABLE ${table} (id integer PRIMARY KEY, n integer NOT NULL)`)
+      try {
+        await db.query(`INSERT INTO ${table} (id, n) VALUES (1, 0), (2, 0)`)
+        const first = deferred()
+        const second = deferred()
+        const crossing = (mine: number, theirs: number, locked: () => void, wait: Promise<void>) =>
+          db.transaction(async (client) => {
+            await client.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [mine])
+            locked()
+            await wait
+            await client.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [theirs])
+          })
+
+        const outcomes = await Promise.allSettled([
+          crossing(1, 2, first.resolve, second.promise),
+          crossing(2, 1, second.resolve, first.promise),
+        ])
+
+        const failures = outcomes.flatMap((outcome) =>
+          outcome.status === 'rejected' ? [outcome.reason] : [],
+        )
+        expect(failures).toHaveLength(1)
+        expect(TransactionConflictError.isInstance(failures[0])).toBe(true)
+        expect(((failures[0] as Error).cause as { code?: string }).code).toBe('40P01')
+      } finally {
+        await db.query(`DROP TABLE ${table}`)
       }
     })
 

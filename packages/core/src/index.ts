@@ -172,6 +172,7 @@ export type {
   WebhookLog,
   WebhookLogRepository,
 } from './ports/storage.js'
+export { TransactionConflictError } from './ports/storage.js'
 export type {
   WebhookAnswer,
   WebhookReceiver,

@@ -531,6 +531,23 @@ export type StorageKind = 'memory' | 'pglite' | 'postgres'
  */
 export interface Storage extends Repositories {
   readonly kind: StorageKind
+  /** Rejects with a `TransactionConflictError` when it lost to a concurrent transaction. */
   transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>
   close(): Promise<void>
+}
+
+const TRANSACTION_CONFLICT = Symbol.for('switchboard.TransactionConflictError')
+
+/**
+ * A transaction the storage gave up on because of concurrent ones, nothing of it committed: a
+ * deadlock, a serialization failure. Run again, it may well succeed; core's read-modify-write
+ * paths do so. Told apart by `isInstance`, which holds across copies of this package.
+ */
+export class TransactionConflictError extends Error {
+  readonly [TRANSACTION_CONFLICT] = true
+  override readonly name = 'TransactionConflictError'
+
+  static isInstance(value: unknown): value is TransactionConflictError {
+    return typeof value === 'object' && value !== null && TRANSACTION_CONFLICT in value
+  }
 }

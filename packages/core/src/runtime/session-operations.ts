@@ -5,12 +5,12 @@ import type { Message, Session } from '../domain/session.js'
 import { type SessionCommand, transition, validateResumeNote } from '../domain/session-state-machine.js'
 import { withJourneyStep } from '../domain/shared-context.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
-import type { Repositories } from '../ports/storage.js'
+import { type Repositories, TransactionConflictError } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
-import { updateSession } from './update-session.js'
+import { backOff, updateSession } from './update-session.js'
 
 interface SessionTarget {
   readonly companyId: number
@@ -39,6 +39,8 @@ export interface SessionOperations {
   /** The platform moved the dialog to another operator: a journey step, the state unchanged. */
   recordExternalTransfer(target: SessionTarget & { step: string }): Promise<Result<Session, SwitchboardError>>
 }
+
+const MAX_OPERATOR_ATTEMPTS = 5
 
 /** Thrown to take back an operator's message whose session was closed before it could commit. */
 class ClosedMeanwhile extends Error {}
@@ -184,8 +186,8 @@ export function createSessionOperations(
     async sendOperatorMessage(target) {
       const refused = () =>
         err(switchboardError('INVALID_STATE', 'cannot send a message on a closed session'))
-      const stored = await context.storage
-        .transaction(async (tx): Promise<Result<Message, SwitchboardError>> => {
+      const store = () =>
+        context.storage.transaction(async (tx): Promise<Result<Message, SwitchboardError>> => {
           const session = await tx.sessions.get({ id: target.sessionId, companyId: target.companyId })
           if (session === null) return err(switchboardError('NOT_FOUND', 'session not found'))
           if (session.state === 'closed') return refused()
@@ -215,10 +217,18 @@ export function createSessionOperations(
           if (held === null || held.state === 'closed') throw new ClosedMeanwhile()
           return ok(message)
         })
-        .catch((error: unknown) => {
-          if (error instanceof ClosedMeanwhile) return refused()
-          throw error
-        })
+      let stored: Result<Message, SwitchboardError> | undefined
+      for (let attempt = 1; stored === undefined; attempt += 1) {
+        try {
+          stored = await store()
+        } catch (error) {
+          if (error instanceof ClosedMeanwhile) stored = refused()
+          // Given up by the storage for a concurrent writer (a deadlock): nothing was stored.
+          else if (TransactionConflictError.isInstance(error) && attempt < MAX_OPERATOR_ATTEMPTS)
+            await backOff(attempt)
+          else throw error
+        }
+      }
       if (stored.isOk()) {
         emitSafely(context, 'message-created', {
           companyId: target.companyId,

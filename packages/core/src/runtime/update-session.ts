@@ -1,11 +1,28 @@
 import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Session } from '../domain/session.js'
-import type { Repositories, Storage } from '../ports/storage.js'
+import { type Repositories, type Storage, TransactionConflictError } from '../ports/storage.js'
 
-const MAX_ATTEMPTS = 10
+const MAX_ATTEMPTS = 20
 
 class VersionConflict extends Error {}
+
+/**
+ * Whether a transaction that failed so should run again: another writer got there first, or the
+ * storage gave up on it for a concurrent one (a deadlock).
+ */
+function lostToAnotherWriter(error: unknown): boolean {
+  return error instanceof VersionConflict || TransactionConflictError.isInstance(error)
+}
+
+/**
+ * A random wait before the next attempt, growing with the attempts: writers racing for one row
+ * again at once would meet again. Real time, not the runtime's clock: it only spaces them out.
+ */
+export function backOff(attempt: number): Promise<void> {
+  const ms = Math.random() * Math.min(2 ** attempt, 100)
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
 
 export type SessionChange<T> =
   | {
@@ -27,8 +44,9 @@ export type SessionChange<T> =
 
 /**
  * Read-modify-write of one session in a transaction, with compare-and-set on its version: when
- * another writer got there first the whole transaction is rolled back and `apply` runs again on
- * the fresh session. `apply` must validate before it writes anything else.
+ * another writer got there first (or the storage gave the transaction up for a concurrent one)
+ * the whole transaction is rolled back and `apply` runs again on the fresh session, after a
+ * random wait from the third attempt on. `apply` must validate before it writes anything else.
  */
 export async function updateSession<T>(
   storage: Storage,
@@ -57,8 +75,9 @@ export async function updateSession<T>(
       })
       return outcome
     } catch (error) {
-      if (error instanceof VersionConflict && attempt < MAX_ATTEMPTS) continue
-      throw error
+      if (!lostToAnotherWriter(error) || attempt >= MAX_ATTEMPTS) throw error
+      // The first retry at once: the usual loser of a race wins the next round.
+      if (attempt > 1) await backOff(attempt)
     }
   }
 }
