@@ -1,6 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { Socket } from 'node:net'
 import {
+  createAgentService,
+  createIntegrationService,
+  createSystemClock,
   type JobLease,
   type KnowledgeIndex,
   type Session,
@@ -462,6 +465,41 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(sequences).toEqual([...sequences].sort((left, right) => left - right))
         expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
       }
+    })
+
+    // An integration whose entry agent was deleted cannot open a session: every webhook to it failed.
+    it('never lets an agent be deleted while an integration or another agent starts naming it', async () => {
+      const clock = createSystemClock()
+      const agents = createAgentService({ storage, clock })
+      const integrations = createIntegrationService({
+        storage,
+        clock,
+        connectors: () => undefined,
+        publicUrl: 'https://chat.example.com',
+      })
+      const company = await storage.companies.create({
+        companyName: 'Races',
+        publicId: randomUUID(),
+        at: new Date(),
+      })
+      const landed: string[] = []
+      for (let round = 0; round < 15; round += 1) {
+        const target = (await agents.create(company.id, { name: `target ${round}` }))._unsafeUnwrap()
+        const naming = (await agents.create(company.id, { name: `naming ${round}` }))._unsafeUnwrap()
+        const [deleted, integration, handoff] = await Promise.all([
+          agents.delete(company.id, target.id),
+          integrations.create(company.id, {
+            type: 'webchat',
+            name: `chat ${round}`,
+            entryAgentId: target.id,
+            config: {},
+          }),
+          agents.update(company.id, naming.id, { handoff: { enabled: true, allowedTargets: [target.id] } }),
+        ])
+        if (deleted.isOk() && (integration.isOk() || handoff.isOk())) landed.push(`round ${round}`)
+      }
+
+      expect(landed).toEqual([])
     })
 
     // Core runs such a transaction again (updateSession, an operator's message) instead of

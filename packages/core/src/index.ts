@@ -131,6 +131,7 @@ export type {
 } from './ports/llm-provider.js'
 export { supportsClassify } from './ports/llm-provider.js'
 export type {
+  AgentLock,
   AgentRepository,
   ApiToken,
   ApiTokenRepository,

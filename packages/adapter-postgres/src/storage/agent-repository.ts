@@ -53,6 +53,9 @@ function agentOf(row: DbRow): Agent {
   }
 }
 
+/** FOR SHARE conflicts with a delete's FOR UPDATE (and the DELETE), not with itself. */
+const LOCKING = { none: '', share: ' FOR SHARE', update: ' FOR UPDATE' } as const
+
 export function createAgentRepository(client: DbClient): AgentRepository {
   return {
     async create(input) {
@@ -80,22 +83,23 @@ export function createAgentRepository(client: DbClient): AgentRepository {
       return agentOf(row!)
     },
 
-    async get({ companyId, id }) {
+    async get({ companyId, id, lock }) {
       if (!isIntegerId(id)) return null
-      const [row] = await client.query(`SELECT ${COLUMNS} FROM agents WHERE id = $1 AND company_id = $2`, [
-        id,
-        companyId,
-      ])
+      const [row] = await client.query(
+        `SELECT ${COLUMNS} FROM agents WHERE id = $1 AND company_id = $2${LOCKING[lock ?? 'none']}`,
+        [id, companyId],
+      )
       return row === undefined ? null : agentOf(row)
     },
 
-    async getMany({ companyId, ids }) {
+    async getMany({ companyId, ids, lock }) {
       const wanted = [...new Set(ids)].filter(isIntegerId)
       if (wanted.length === 0) return []
       const rows = await client.query(
         lookUpEachSql(
           '$2',
           `SELECT ${COLUMNS} FROM agents WHERE company_id = $1 AND id = wanted.value::integer`,
+          LOCKING[lock ?? 'none'],
         ),
         [companyId, storableJson(wanted)],
       )

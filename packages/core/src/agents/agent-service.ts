@@ -63,9 +63,11 @@ async function checkReferences(
 ): Promise<Result<null, SwitchboardError>> {
   const references = agentReferences(config)
   if (references.length === 0) return ok(null)
+  // Held to the end of the transaction: a delete of a target waits, and then sees this reference.
   const found = await repositories.agents.getMany({
     companyId,
     ids: references.map((reference) => reference.agentId),
+    lock: 'share',
   })
   const known = new Set(found.map((agent) => agent.id))
   const problems: FieldProblem[] = references
@@ -120,9 +122,11 @@ export function createAgentService(options: AgentServiceOptions): AgentService {
     },
 
     delete: (companyId, id) =>
-      // One transaction, so no integration or agent can start naming the agent in between.
+      // One transaction, the agent held first: a writer naming it meanwhile (an integration, a
+      // handoff target, a reassignment) holds it too, so this waits for that one to commit and
+      // then sees the reference, or that one waits and then finds no agent.
       storage.transaction(async (tx): Promise<Result<null, SwitchboardError>> => {
-        if ((await tx.agents.get({ companyId, id })) === null) return err(notFound())
+        if ((await tx.agents.get({ companyId, id, lock: 'update' })) === null) return err(notFound())
         if (await tx.agents.isReferenced({ companyId, id })) {
           return err(
             switchboardError(

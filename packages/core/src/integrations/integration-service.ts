@@ -103,7 +103,8 @@ async function checkEntryAgent(
   companyId: number,
   entryAgentId: number,
 ): Promise<Result<null, SwitchboardError>> {
-  const agent = await repositories.agents.get({ companyId, id: entryAgentId })
+  // Held to the end of the transaction: a delete of the agent waits, and then sees this integration.
+  const agent = await repositories.agents.get({ companyId, id: entryAgentId, lock: 'share' })
   if (agent !== null) return ok(null)
   return err(
     switchboardError('VALIDATION_ERROR', 'entryAgentId names no agent of this company', [

@@ -34,11 +34,18 @@ export interface Integration {
 
 export type NewAgent = Omit<Agent, 'id' | 'createdAt' | 'updatedAt'>
 
+/**
+ * How a read inside a transaction holds the agent until the transaction ends: `share` by one that
+ * writes a reference to it (an entry agent, a handoff target, a reassignment), so it cannot be
+ * deleted meanwhile; `update` by its delete, which then waits for those and sees what they wrote.
+ */
+export type AgentLock = 'share' | 'update'
+
 export interface AgentRepository {
   create(agent: NewAgent & { at: Date }): Promise<Agent>
-  get(options: { companyId: number; id: number }): Promise<Agent | null>
+  get(options: { companyId: number; id: number; lock?: AgentLock }): Promise<Agent | null>
   /** The agents of `ids` that exist in the company, in no particular order. */
-  getMany(options: { companyId: number; ids: readonly number[] }): Promise<Agent[]>
+  getMany(options: { companyId: number; ids: readonly number[]; lock?: 'share' }): Promise<Agent[]>
   list(options: { companyId: number } & PageRequest): Promise<Page<Agent>>
   update(options: { companyId: number; id: number; patch: AgentPatch; at: Date }): Promise<Agent | null>
   delete(options: { companyId: number; id: number }): Promise<boolean>

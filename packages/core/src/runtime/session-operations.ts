@@ -42,6 +42,11 @@ export interface SessionOperations {
 
 const MAX_OPERATOR_ATTEMPTS = 5
 
+const unknownAgent = () =>
+  switchboardError('VALIDATION_ERROR', 'agentId names no agent of this company', [
+    { path: 'agentId', message: 'unknown agent' },
+  ])
+
 /** Thrown to take back an operator's message whose session was closed before it could commit. */
 class ClosedMeanwhile extends Error {}
 
@@ -124,16 +129,14 @@ export function createSessionOperations(
 
     async reassign(target) {
       const agent = await context.storage.agents.get({ companyId: target.companyId, id: target.agentId })
-      if (agent === null) {
-        return err(
-          switchboardError('VALIDATION_ERROR', 'agentId names no agent of this company', [
-            { path: 'agentId', message: 'unknown agent' },
-          ]),
-        )
-      }
+      if (agent === null) return err(unknownAgent())
       const result = await updateSession(context.storage, target, async (current, tx) => {
         if (current.state === 'closed') {
           return { error: switchboardError('INVALID_STATE', 'cannot reassign a closed session') }
+        }
+        // Held to the commit: an agent deleted meanwhile is not left active on the session.
+        if ((await tx.agents.get({ companyId: target.companyId, id: agent.id, lock: 'share' })) === null) {
+          return { error: unknownAgent() }
         }
         const at = now()
         let session: Session = {
