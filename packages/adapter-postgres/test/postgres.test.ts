@@ -502,6 +502,18 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       expect(landed).toEqual([])
     })
 
+    // Logins sent at once often record the same millisecond; each success or turned-away attempt
+    // takes back one record. Left behind, they added up to a lockout of a right password.
+    it('forgets one login failure per call when attempts of the same millisecond forget at once', async () => {
+      const emailKey = `burst-${randomUUID()}@example.com`
+      const at = new Date()
+      for (let index = 0; index < 8; index += 1) await storage.loginFailures.record({ emailKey, at })
+
+      await Promise.all(Array.from({ length: 8 }, () => storage.loginFailures.forget({ emailKey, at })))
+
+      expect(await storage.loginFailures.count({ emailKey, since: new Date(at.getTime() - 1000) })).toBe(0)
+    })
+
     // Core runs such a transaction again (updateSession, an operator's message) instead of
     // answering 500: PostgreSQL gives up one of two transactions waiting for each other.
     it("rejects a deadlock's victim with core's TransactionConflictError, its cause kept", async () => {

@@ -28,10 +28,12 @@ export function createLoginFailureRepository(client: DbClient): LoginFailureRepo
     },
 
     async forget({ emailKey, at }) {
-      // One row, even when several attempts were recorded in the same millisecond.
+      // One row, even when several attempts were recorded in the same millisecond; SKIP LOCKED,
+      // so forgets running at once each take a row of their own instead of all picking the first.
       await client.query(
         `DELETE FROM login_failures WHERE ctid = (
-           SELECT ctid FROM login_failures WHERE email_key = $1 AND at = $2::timestamptz LIMIT 1
+           SELECT ctid FROM login_failures WHERE email_key = $1 AND at = $2::timestamptz
+           LIMIT 1 FOR UPDATE SKIP LOCKED
          )`,
         [emailKey, timeParameter(at)],
       )

@@ -10,7 +10,7 @@ import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
-import { backOff, updateSession } from './update-session.js'
+import { backOff, MAX_ATTEMPTS, updateSession } from './update-session.js'
 
 interface SessionTarget {
   readonly companyId: number
@@ -39,8 +39,6 @@ export interface SessionOperations {
   /** The platform moved the dialog to another operator: a journey step, the state unchanged. */
   recordExternalTransfer(target: SessionTarget & { step: string }): Promise<Result<Session, SwitchboardError>>
 }
-
-const MAX_OPERATOR_ATTEMPTS = 5
 
 const unknownAgent = () =>
   switchboardError('VALIDATION_ERROR', 'agentId names no agent of this company', [
@@ -227,7 +225,7 @@ export function createSessionOperations(
         } catch (error) {
           if (error instanceof ClosedMeanwhile) stored = refused()
           // Given up by the storage for a concurrent writer (a deadlock): nothing was stored.
-          else if (TransactionConflictError.isInstance(error) && attempt < MAX_OPERATOR_ATTEMPTS)
+          else if (TransactionConflictError.isInstance(error) && attempt < MAX_ATTEMPTS)
             await backOff(attempt)
           else throw error
         }

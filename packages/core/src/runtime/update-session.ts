@@ -3,7 +3,7 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Session } from '../domain/session.js'
 import { type Repositories, type Storage, TransactionConflictError } from '../ports/storage.js'
 
-const MAX_ATTEMPTS = 20
+export const MAX_ATTEMPTS = 20
 
 class VersionConflict extends Error {}
 
