@@ -4,6 +4,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { createBilling } from '../billing/create-billing.js'
 import { ConfigError, type SwitchboardError } from '../domain/errors.js'
 import { createMemoryStorage } from '../memory/memory-storage.js'
+import type { PasswordHasher } from '../ports/accounts.js'
 import type { Storage } from '../ports/storage.js'
 import { createFakePasswordHasher } from '../testing/fake-password-hasher.js'
 import { createFakeTokenSigner } from '../testing/fake-token-signer.js'
@@ -159,6 +160,15 @@ describe('register', () => {
   })
 })
 
+/** Password checks that take a few milliseconds, so attempts sent at once are all in flight together. */
+function slowDown(hasher: PasswordHasher): void {
+  const verify = hasher.verify.bind(hasher)
+  hasher.verify = async (input) => {
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    return verify(input)
+  }
+}
+
 describe('login', () => {
   it('answers a session whose access token expires in an hour, in Unix seconds', async () => {
     const { signer, register, login } = setup()
@@ -249,12 +259,8 @@ describe('login', () => {
   it('checks at most 10 passwords of guesses sent at once, however slow the hash', async () => {
     const { accounts, hasher, register } = setup()
     await register()
-    const verify = hasher.verify
     // As argon2id does, the check takes a while: every guess is in flight before one fails.
-    hasher.verify = async (input) => {
-      await new Promise((resolve) => setTimeout(resolve, 5))
-      return verify(input)
-    }
+    slowDown(hasher)
 
     const results = await Promise.all(
       Array.from({ length: 40 }, (_, index) =>
@@ -276,11 +282,7 @@ describe('login', () => {
   it('counts no failure for logins sent at once with the right password: the next login gets in', async () => {
     const { accounts, hasher, register } = setup()
     await register()
-    const verify = hasher.verify
-    hasher.verify = async (input) => {
-      await new Promise((resolve) => setTimeout(resolve, 5))
-      return verify(input)
-    }
+    slowDown(hasher)
 
     const results = await Promise.all(
       Array.from({ length: 20 }, () => accounts.login({ email: 'ada@example.com', password: PASSWORD })),
