@@ -117,7 +117,8 @@ export function createPgDb(options: PgDbOptions): Db {
           // A connection that cannot roll back is broken: drop it instead of pooling it.
           release(rollbackError instanceof Error ? rollbackError : true)
         }
-        throw asTransactionConflict(error)
+        // The first statement that failed is the cause: later ones only say the transaction aborted.
+        throw asTransactionConflict(failures[0] ?? error)
       }
     },
 

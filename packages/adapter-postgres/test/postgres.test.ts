@@ -514,6 +514,44 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       expect(await storage.loginFailures.count({ emailKey, since: new Date(at.getTime() - 1000) })).toBe(0)
     })
 
+    // A writer of a reference holds the agents it names against their delete, not against their
+    // edits: agents naming each other (or themselves) are edited at once without a deadlock.
+    it('edits agents that name each other, or themselves, at once without an error', async () => {
+      const agents = createAgentService({ storage, clock: createSystemClock() })
+      const company = await storage.companies.create({
+        companyName: 'Edits',
+        publicId: randomUUID(),
+        at: new Date(),
+      })
+      const failures: string[] = []
+      for (let round = 0; round < 12; round += 1) {
+        const first = (await agents.create(company.id, { name: `first ${round}` }))._unsafeUnwrap()
+        const second = (
+          await agents.create(company.id, {
+            name: `second ${round}`,
+            handoff: {
+              enabled: true,
+              allowedTargets: [first.id, ...(round % 2 === 0 ? [] : [0])].filter(Boolean),
+            },
+          })
+        )._unsafeUnwrap()
+        await agents.update(company.id, first.id, {
+          handoff: { enabled: true, allowedTargets: [second.id, first.id] },
+        })
+        const outcomes = await Promise.allSettled([
+          agents.update(company.id, first.id, { handoff: { enabled: false } }),
+          agents.update(company.id, second.id, { handoff: { enabled: false } }),
+          agents.update(company.id, first.id, { handoff: { enabled: true } }),
+        ])
+        for (const outcome of outcomes) {
+          if (outcome.status === 'rejected') failures.push(`round ${round}: ${String(outcome.reason)}`)
+          else if (outcome.value.isErr()) failures.push(`round ${round}: ${outcome.value.error.code}`)
+        }
+      }
+
+      expect(failures).toEqual([])
+    })
+
     // Core runs such a transaction again (updateSession, an operator's message) instead of
     // answering 500: PostgreSQL gives up one of two transactions waiting for each other.
     it("rejects a deadlock's victim with core's TransactionConflictError, its cause kept", async () => {

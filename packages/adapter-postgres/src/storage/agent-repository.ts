@@ -53,8 +53,11 @@ function agentOf(row: DbRow): Agent {
   }
 }
 
-/** FOR SHARE conflicts with a delete's FOR UPDATE (and the DELETE), not with itself. */
-const LOCKING = { none: '', share: ' FOR SHARE', update: ' FOR UPDATE' } as const
+/**
+ * FOR KEY SHARE conflicts with a delete's FOR UPDATE (and the DELETE), not with itself nor with an
+ * edit of the agent (an UPDATE that changes no key): agents naming each other are edited at once.
+ */
+const LOCKING = { none: '', share: ' FOR KEY SHARE', update: ' FOR UPDATE' } as const
 
 export function createAgentRepository(client: DbClient): AgentRepository {
   return {

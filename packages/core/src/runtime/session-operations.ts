@@ -1,4 +1,5 @@
 import { err, ok, type Result } from 'neverthrow'
+import type { Agent } from '../domain/agent.js'
 import { pathEntry } from '../domain/agent-path.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
@@ -126,16 +127,16 @@ export function createSessionOperations(
     close: (target) => changeState(target, { type: 'close' }),
 
     async reassign(target) {
-      const agent = await context.storage.agents.get({ companyId: target.companyId, id: target.agentId })
-      if (agent === null) return err(unknownAgent())
-      const result = await updateSession(context.storage, target, async (current, tx) => {
+      // Also read, and held, in the transaction below; this answers an unknown agent without one.
+      const known = await context.storage.agents.get({ companyId: target.companyId, id: target.agentId })
+      if (known === null) return err(unknownAgent())
+      const result = await updateSession<Agent>(context.storage, target, async (current, tx) => {
         if (current.state === 'closed') {
           return { error: switchboardError('INVALID_STATE', 'cannot reassign a closed session') }
         }
         // Held to the commit: an agent deleted meanwhile is not left active on the session.
-        if ((await tx.agents.get({ companyId: target.companyId, id: agent.id, lock: 'share' })) === null) {
-          return { error: unknownAgent() }
-        }
+        const agent = await tx.agents.get({ companyId: target.companyId, id: target.agentId, lock: 'share' })
+        if (agent === null) return { error: unknownAgent() }
         const at = now()
         let session: Session = {
           ...current,
@@ -157,10 +158,10 @@ export function createSessionOperations(
           // Paused for the human: the agents' replies that have not left stay unsent (spec: paused).
           await blockPending(tx, current.id, ['agent', 'system'], at)
         }
-        return { session, value: null }
+        return { session, value: agent }
       })
       if (result.isErr()) return err(result.error)
-      const { session, previous } = result.value
+      const { session, previous, value: agent } = result.value
       emitSafely(context, 'agent-changed', {
         companyId: session.companyId,
         sessionId: session.id,
@@ -225,9 +226,9 @@ export function createSessionOperations(
         } catch (error) {
           if (error instanceof ClosedMeanwhile) stored = refused()
           // Given up by the storage for a concurrent writer (a deadlock): nothing was stored.
-          else if (TransactionConflictError.isInstance(error) && attempt < MAX_ATTEMPTS)
-            await backOff(attempt)
-          else throw error
+          else if (!TransactionConflictError.isInstance(error) || attempt >= MAX_ATTEMPTS) throw error
+          // As updateSession does: the first retry at once, then after a random wait.
+          else if (attempt > 1) await backOff(attempt)
         }
       }
       if (stored.isOk()) {
