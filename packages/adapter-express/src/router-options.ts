@@ -1,4 +1,4 @@
-import { ConfigError, describeOptionValue as describeValue, hasMethods } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue, missingMembers } from '@switchboard/core'
 import type { RouterOptions } from './create-router.js'
 
 /**
@@ -23,20 +23,21 @@ export function checkRouterOptions(options: RouterOptions): void {
     )
   }
   const { switchboard, accounts, billing, publicUrl } = options
-  if (!hasMethods(switchboard, ['connector', 'ingest']) || typeof switchboard.storage !== 'object') {
+  const notSwitchboard = missingMembers(switchboard, ['connector', 'ingest'], ['storage'])
+  if (notSwitchboard !== null) {
     throw new ConfigError(
-      `createRouter: switchboard must be a Switchboard (from createSwitchboard()), got ${describeValue(switchboard)}`,
+      `createRouter: switchboard must be a Switchboard (from createSwitchboard()), got ${notSwitchboard}`,
     )
   }
-  if (!hasMethods(accounts, ['authenticate', 'login'])) {
+  const notAccounts = missingMembers(accounts, ['authenticate', 'login'])
+  if (notAccounts !== null) {
     throw new ConfigError(
-      `createRouter: accounts must be Accounts (from createAccounts()), got ${describeValue(accounts)}`,
+      `createRouter: accounts must be Accounts (from createAccounts()), got ${notAccounts}`,
     )
   }
-  if (!hasMethods(billing, ['balance', 'usage'])) {
-    throw new ConfigError(
-      `createRouter: billing must be Billing (from createBilling()), got ${describeValue(billing)}`,
-    )
+  const notBilling = missingMembers(billing, ['balance', 'usage'])
+  if (notBilling !== null) {
+    throw new ConfigError(`createRouter: billing must be Billing (from createBilling()), got ${notBilling}`)
   }
   if (!isPublicUrl(publicUrl)) {
     throw new ConfigError(

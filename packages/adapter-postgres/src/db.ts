@@ -1,4 +1,4 @@
-import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue, missingMembers } from '@switchboard/core'
 
 export type DbKind = 'postgres' | 'pglite'
 
@@ -51,13 +51,8 @@ export function assertDbOption(factory: string, options: { readonly db: Db } | u
   if (typeof options !== 'object' || options === null) {
     throw new ConfigError(`${factory} needs an options object with a db, got ${describeValue(options)}`)
   }
-  const { db } = options as { db: unknown }
-  const method =
-    typeof db === 'object' && db !== null
-      ? DB_METHODS.find((name) => typeof (db as Record<string, unknown>)[name] !== 'function')
-      : undefined
-  if (typeof db !== 'object' || db === null || method !== undefined) {
-    const given = method === undefined ? describeValue(db) : `an object without ${method}()`
+  const given = missingMembers((options as { db: unknown }).db, DB_METHODS)
+  if (given !== null) {
     throw new ConfigError(`${factory}: db must be a Db (from createPgDb() or createPgliteDb()), got ${given}`)
   }
 }

@@ -1,13 +1,10 @@
-import { storableJson } from './storable-text.js'
+import { storableJson, storableString } from './storable-text.js'
 
 /**
  * Marks a key stored as JSON. A control character first, which no platform's id starts with; a key
  * that does start with the marker is stored as JSON too, so no stored key is ever ambiguous.
  */
 const MARK = '\u0001json:'
-const NUL = '\u0000'
-/** Half of a UTF-16 pair without its other half, which UTF-8 has no bytes for. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /**
  * A key from outside (a message's external id, a customer's client id, channel or transport, a
@@ -17,7 +14,8 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  * other is stored as the marker followed by its JSON, which escapes those characters in ASCII.
  */
 export function storableKey(key: string): string {
-  const exact = !key.includes(NUL) && !LONE_SURROGATE.test(key) && !key.startsWith(MARK)
+  // Unchanged by storableString: nothing in it a text column cannot hold.
+  const exact = storableString(key) === key && !key.startsWith(MARK)
   return exact ? key : MARK + JSON.stringify(key)
 }
 

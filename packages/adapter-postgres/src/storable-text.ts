@@ -27,7 +27,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const UNSTORABLE_ESCAPE = /\\u(?:0000|d[89a-f])/i
 
 /** `text` with U+0000 and every lone surrogate replaced by U+FFFD. */
-function storableString(text: string): string {
+export function storableString(text: string): string {
   const withoutNul = text.includes(NUL) ? text.replaceAll(NUL, REPLACEMENT) : text
   return withoutNul.replace(LONE_SURROGATE, REPLACEMENT)
 }

@@ -1,4 +1,4 @@
-import { ConfigError, describeOptionValue as describeValue, hasMethods } from '@switchboard/core'
+import { ConfigError, describeOptionValue as describeValue, missingMembers } from '@switchboard/core'
 
 /**
  * The options `factory` cannot start without. A missing eventBus otherwise surfaced only once a
@@ -15,21 +15,25 @@ export function checkWebchatOptions(
     throw new ConfigError(`${factory} needs an options object with ${names}, got ${describeValue(options)}`)
   }
   const { switchboard, eventBus, server } = options as Record<string, unknown>
-  if (!hasMethods(switchboard, ['registerConnector', 'ingest', 'openSession'])) {
+  const notSwitchboard = missingMembers(switchboard, ['registerConnector', 'ingest', 'openSession'])
+  if (notSwitchboard !== null) {
     throw new ConfigError(
-      `${factory}: switchboard must be a Switchboard (from createSwitchboard()), got ${describeValue(switchboard)}`,
+      `${factory}: switchboard must be a Switchboard (from createSwitchboard()), got ${notSwitchboard}`,
     )
   }
-  if (!hasMethods(eventBus, ['publish', 'subscribe'])) {
+  const notEventBus = missingMembers(eventBus, ['publish', 'subscribe'])
+  if (notEventBus !== null) {
     throw new ConfigError(
-      `${factory}: eventBus must be an EventBus (createMemoryEventBus(), createPostgresEventBus()), got ${describeValue(eventBus)}`,
+      `${factory}: eventBus must be an EventBus (createMemoryEventBus(), createPostgresEventBus()), got ${notEventBus}`,
     )
   }
   // An object, not merely something with `on`: an Express app has `on` too, but is a function
   // that never hears an upgrade.
-  if (factory === 'createWebchatServer' && !hasMethods(server, ['on', 'off', 'listenerCount'])) {
+  const notServer =
+    factory === 'createWebchatServer' ? missingMembers(server, ['on', 'off', 'listenerCount']) : null
+  if (notServer !== null) {
     throw new ConfigError(
-      `${factory}: server must be a Node HTTP or HTTPS server (what app.listen() or http.createServer() returns), got ${describeValue(server)}`,
+      `${factory}: server must be a Node HTTP or HTTPS server (what app.listen() or http.createServer() returns), got ${notServer}`,
     )
   }
 }

@@ -46,7 +46,7 @@ export {
   ConfigError,
   describeOptionValue,
   ERROR_CODES,
-  hasMethods,
+  missingMembers,
   SESSION_ERROR_CODES,
   switchboardError,
 } from './domain/errors.js'

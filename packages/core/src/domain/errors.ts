@@ -70,11 +70,22 @@ export function describeOptionValue(value: unknown): string {
   return String(value)
 }
 
-/** Whether `value` is an object with each of these methods: what an option check asks of a port. */
-export function hasMethods(value: unknown, methods: readonly string[]): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function')
-  )
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * What an option check says of `value` when it is not the port it should be: its kind, or the first
+ * of `methods` (functions) or `members` (objects) it lacks; null when it has them all.
+ */
+export function missingMembers(
+  value: unknown,
+  methods: readonly string[],
+  members: readonly string[] = [],
+): string | null {
+  if (!isObject(value)) return describeOptionValue(value)
+  const method = methods.find((name) => typeof value[name] !== 'function')
+  if (method !== undefined) return `an object without ${method}()`
+  const member = members.find((name) => !isObject(value[name]))
+  return member === undefined ? null : `an object without ${member}`
 }

@@ -1,4 +1,9 @@
-import { ConfigError, describeOptionValue as describeValue } from '../domain/errors.js'
+import {
+  ConfigError,
+  describeOptionValue as describeValue,
+  isObject,
+  missingMembers as missing,
+} from '../domain/errors.js'
 import type { Connector } from '../ports/connector.js'
 import type { Repositories } from '../ports/storage.js'
 import type { SwitchboardOptions } from './create-switchboard.js'
@@ -21,19 +26,6 @@ const REPOSITORIES: Readonly<Record<keyof Repositories, true>> = {
   webhookLogs: true,
   webhookDeliveries: true,
   knowledgeDocuments: true,
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-/** Why `value` lacks what the port needs (`complete()`, `jobs`), or null when it has all of it. */
-function missing(value: unknown, methods: readonly string[], members: readonly string[] = []): string | null {
-  if (!isObject(value)) return describeValue(value)
-  const method = methods.find((name) => typeof value[name] !== 'function')
-  if (method !== undefined) return `an object without ${method}()`
-  const member = members.find((name) => !isObject(value[name]))
-  return member === undefined ? null : `an object without ${member}`
 }
 
 /**
