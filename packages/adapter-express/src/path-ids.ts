@@ -1,6 +1,7 @@
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const DIGITS = /^[1-9][0-9]{0,17}$/
-const MAX_INTEGER_ID = 2_147_483_647
+/** The largest integer id (agents, companies): PostgreSQL's `integer`. */
+export const MAX_INTEGER_ID = 2_147_483_647
 
 /** Path ids: anything malformed is simply not found (CONTRACT §2), so these return null. */
 export function integerId(value: string | undefined): number | null {

@@ -109,6 +109,38 @@ describe('createJoseTokenSigner', () => {
     expect(decodePart(token.split('.')[1])).toEqual({ ...minted, jti: expect.any(String) })
   })
 
+  it('refuses claims that name no possible user, company or login: ids of the wrong shape or out of range', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const mint = (payload: Record<string, unknown>) => {
+      const signingInput = `${encodePart({ alg: 'HS256', typ: 'JWT' })}.${encodePart(payload)}`
+      return `${signingInput}.${createHmac('sha256', SECRET).update(signingInput).digest('base64url')}`
+    }
+    const minted = {
+      sub: claims.userId,
+      cid: claims.companyId,
+      sid: claims.loginId,
+      iat: claims.issuedAt,
+      exp: claims.expiresAt,
+    }
+    expect(await signer.verify(mint({ ...minted, cid: 2 ** 31 - 1 }), { now: NOW })).not.toBeNull()
+
+    for (const change of [
+      { cid: 2 ** 31 },
+      { cid: 2 ** 40 },
+      { cid: 0 },
+      { cid: -1 },
+      { cid: 1.5 },
+      { sub: 'not-a-uuid' },
+      { sub: '' },
+      { sid: 'not-a-uuid' },
+    ]) {
+      expect(
+        await signer.verify(mint({ ...minted, ...change }), { now: NOW }),
+        JSON.stringify(change),
+      ).toBeNull()
+    }
+  })
+
   it('refuses another key, alg none and any alg but HS256, even after the genuine token was verified', async () => {
     const signer = createJoseTokenSigner({ secret: SECRET })
     const genuine = await signer.sign(claims)

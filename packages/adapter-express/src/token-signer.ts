@@ -1,10 +1,15 @@
 import { randomUUID, webcrypto } from 'node:crypto'
 import { type AccessTokenClaims, ConfigError, type TokenSigner } from '@switchboard/core'
 import { jwtVerify, SignJWT } from 'jose'
+import { MAX_INTEGER_ID, uuidId } from './path-ids.js'
 
 /** RFC 7518 §3.2: an HS256 key at least as long as its hash. The signer's default minimum. */
 export const MIN_JWT_SECRET_BYTES = 32
 const DEFAULT_VERIFIED_CACHE_SIZE = 10_000
+
+const isCompanyId = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_INTEGER_ID
+const isUuid = (value: unknown): value is string => typeof value === 'string' && uuidId(value) !== null
 
 export interface JoseTokenSignerOptions {
   /** The HMAC key: at least `minimumSecretBytes` bytes. */
@@ -87,9 +92,12 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
           requiredClaims: ['sub', 'exp', 'iat'],
         })
         const { sub, cid, sid, iat, exp } = payload
-        if (typeof sub !== 'string' || typeof cid !== 'number' || !Number.isSafeInteger(cid)) return null
+        // Ids of the shapes CONTRACT §2 gives them (user and login UUIDs, company an integer in
+        // range): claims naming no possible account are a malformed bearer (401), not a query that
+        // storage refuses (500).
+        if (!isUuid(sub) || !isCompanyId(cid)) return null
         // `sid` is ours: a token with only the claims CONTRACT §3 names is valid without it.
-        if (sid !== undefined && typeof sid !== 'string') return null
+        if (sid !== undefined && !isUuid(sid)) return null
         if (typeof iat !== 'number' || typeof exp !== 'number') return null
         const claims: AccessTokenClaims = {
           userId: sub,

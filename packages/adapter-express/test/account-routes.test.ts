@@ -610,6 +610,22 @@ describe('bearer tokens on a protected endpoint (GET /api/agents)', () => {
   })
 
   it.each([
+    ['a company id out of range', { cid: 2 ** 40 }],
+    ['a company id of 0', { cid: 0 }],
+    ['a negative company id', { cid: -1 }],
+    ['a user id that is no UUID', { sub: 'not-a-user-id' }],
+    ['a login id that is no UUID', { sid: 'not-a-login-id' }],
+  ])(
+    'answers 401 UNAUTHORIZED, never 500, to a token signed with the right secret but %s',
+    async (_case, change) => {
+      const token = forgeHs256({ alg: 'HS256', typ: 'JWT' }, { ...ownerClaims(), ...change }, JWT_SECRET)
+
+      expectError(await listAgents(server, token), 401, 'UNAUTHORIZED')
+      expectError(await server.request('GET', '/api/billing', { token }), 401, 'UNAUTHORIZED')
+    },
+  )
+
+  it.each([
     ['no Authorization header', undefined],
     ['the scheme alone', 'Bearer'],
     ['the scheme and blanks', 'Bearer  '],
