@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto'
+import { createHmac, randomUUID } from 'node:crypto'
 import { createManualClock } from '@switchboard/core/testing'
 import { SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -769,6 +769,14 @@ describe('company API tokens', () => {
     )
 
     expect((await listAgents(server, token)).status).toBe(200)
+  })
+
+  it('answers 401 UNAUTHORIZED to a creation by a session naming an unknown user or another company', async () => {
+    const claims = decodePart(owner.jwt.split('.')[1])
+    for (const change of [{ sub: randomUUID() }, { cid: stranger.id }, { cid: 999_999 }]) {
+      const token = forgeHs256({ alg: 'HS256', typ: 'JWT' }, { ...claims, ...change }, JWT_SECRET)
+      expectError(await createToken(token, { name: 'orphan' }), 401, 'UNAUTHORIZED')
+    }
   })
 
   it("answers 404 NOT_FOUND to another company's token id, an unknown id and a malformed one", async () => {

@@ -651,6 +651,26 @@ describe('API tokens', () => {
     expect((await accounts.authenticate(`Bearer ${created.token}`)).isOk()).toBe(true)
   })
 
+  it('refuses to create one for a session whose user is unknown or of another company (UNAUTHORIZED)', async () => {
+    const { storage, accounts, register, sessionPrincipal } = setup()
+    await register('ada@example.com')
+    const { company: other } = await register('bob@example.com', 'Other company')
+    const session = await sessionPrincipal('ada@example.com')
+
+    for (const principal of [
+      { ...session, userId: randomUUID() },
+      { ...session, companyId: other.id },
+      { ...session, companyId: 999_999 },
+    ]) {
+      expect(errorOf(await accounts.createApiToken(principal, { name: 'CI' }))).toEqual({
+        code: 'UNAUTHORIZED',
+        message: expect.any(String),
+      })
+    }
+    expect((await storage.apiTokens.list({ companyId: other.id, limit: 10 })).items).toEqual([])
+    expect((await accounts.listApiTokens(session, { limit: 10 })).items).toEqual([])
+  })
+
   it("lists the company's tokens without their secrets, page by page, to any principal", async () => {
     const { accounts, clock, register, sessionPrincipal } = setup()
     await register('ada@example.com')

@@ -329,6 +329,12 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       if (principal.kind !== 'session') {
         return err(switchboardError('FORBIDDEN', 'only a session may create API tokens'))
       }
+      // The session's claims are trusted as signed, but a token outlives nothing it names: it is
+      // made only for a user who exists in the company the session names.
+      const user = await storage.users.get({ id: principal.userId })
+      if (user === null || user.companyId !== principal.companyId) {
+        return err(unauthorized('the account of this credential no longer exists'))
+      }
       const token = newApiToken()
       const created = await storage.apiTokens.create({
         id: ids.uuid(),
