@@ -119,6 +119,29 @@ describe('an agent turn', () => {
     ])
   })
 
+  it('saves a fact under any string key, __proto__ and other Object.prototype names included', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    const solo = harness.agent('solo')
+    harness.model.script(
+      solo,
+      toolCall('save_fact', { key: '__proto__', value: 'kept' }),
+      toolCall('save_fact', { key: 'constructor', value: 'also kept' }),
+      reply('Noted.'),
+      reply('Still here.'),
+    )
+    const customer = harness.customer()
+    await customer.says('remember this')
+    const facts = await customer.facts()
+    expect(Object.entries(facts)).toEqual([
+      ['__proto__', 'kept'],
+      ['constructor', 'also kept'],
+    ])
+    await customer.says('and now?')
+    expect(harness.model.requestsFor(solo, 'turn')[3]!.messages[0]!.content).toBe(
+      '## Shared context\n__proto__: kept\nconstructor: also kept',
+    )
+  })
+
   it('reports malformed tool arguments back to the model instead of failing', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     const solo = harness.agent('solo')

@@ -98,7 +98,7 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
   const outgoing: OutgoingMessage[] = []
   const rejectedHandoffs: RejectedHandoff[] = []
   const usage: ModelUsage[] = []
-  const newFacts: Record<string, string> = {}
+  let newFacts: Readonly<Record<string, string>> = {}
   const newJourney: JourneyStep[] = []
   let context = input.sharedContext
   let routing: RoutingOutcome | undefined
@@ -220,7 +220,9 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
             continue
           }
           context = withFact(context, parsed.value.key, parsed.value.value)
-          newFacts[parsed.value.key] = parsed.value.value
+          // A computed key defines the property, so a key like `__proto__` is a fact like any other
+          // (an assignment would call Object.prototype's setter and drop it).
+          newFacts = { ...newFacts, [parsed.value.key]: parsed.value.value }
           toolTraffic.push(toolResult(call, 'saved'))
         } else if (call.name === APPEND_JOURNEY) {
           const parsed = parseToolArguments(appendJourneyArguments, call.arguments)

@@ -75,7 +75,17 @@ function copyObject(value: object, previous: unknown): object {
   for (const key in value) {
     const entry = (value as Record<string, unknown>)[key]
     if (entry === undefined) continue
-    result[key] = typeof entry === 'object' && entry !== null ? copy(entry, before?.[key]) : entry
+    const copied = typeof entry === 'object' && entry !== null ? copy(entry, before?.[key]) : entry
+    // Assigning `__proto__` would call Object.prototype's setter and lose the key (a fact's name
+    // comes from a model); defining it keeps it as the own property a database would return.
+    if (key === '__proto__') {
+      Object.defineProperty(result, key, {
+        value: copied,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
+    } else result[key] = copied
     empty = false
   }
   return empty ? EMPTY_OBJECT : Object.freeze(result)

@@ -567,6 +567,26 @@ export function runStorageConformance(
         expect((await storage.sessions.get({ id: session.id }))?.metadata).toEqual(metadata)
       })
 
+      it('keeps a fact named __proto__ or after another Object.prototype member as an own key', async () => {
+        const session = await createSession(storage, channel)
+        // JSON.parse makes such keys own properties, as a model's tool arguments arrive.
+        const facts = JSON.parse('{"__proto__":"kept","constructor":"too","toString":"also"}') as Record<
+          string,
+          string
+        >
+        const metadata: Session['metadata'] = {
+          ...session.metadata,
+          sharedContext: { facts, journey: [] },
+        }
+        await storage.sessions.save({ ...session, metadata })
+        const stored = await storage.sessions.get({ id: session.id })
+        expect(Object.entries(stored?.metadata.sharedContext.facts ?? {})).toEqual([
+          ['__proto__', 'kept'],
+          ['constructor', 'too'],
+          ['toString', 'also'],
+        ])
+      })
+
       it('lists newest first, filtered by state and integration, page by page', async () => {
         const oldest = await createSession(storage, channel, { createdAt: at(0) })
         const newest = await createSession(storage, channel, { createdAt: at(2 * HOUR) })
