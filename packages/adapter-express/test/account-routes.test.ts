@@ -354,6 +354,28 @@ describe('POST /api/auth/login', () => {
     }
   })
 
+  it('answers 200 to each of 15 logins sent at once with the right password (only failures count)', async () => {
+    const target = await realSigner({ hasher: createArgon2PasswordHasher() })
+    try {
+      const email = freshEmail()
+      await register(target, email)
+
+      const answers = await Promise.all(
+        Array.from({ length: 15 }, () =>
+          target.request('POST', '/api/auth/login', { body: { email, password: TEST_PASSWORD } }),
+        ),
+      )
+
+      expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 15 }, () => 200))
+      const tokens = new Set(
+        answers.map((answer) => (answer.body as { session: SessionTokens }).session.refresh_token),
+      )
+      expect(tokens.size).toBe(15)
+    } finally {
+      await target.close()
+    }
+  })
+
   it('lets the email log in again once the window has passed', async () => {
     const clock = createManualClock(new Date())
     const target = await realSigner({ accountClock: clock })

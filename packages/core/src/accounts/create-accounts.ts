@@ -31,6 +31,13 @@ export interface SessionTokens {
   expires_at: number
 }
 
+const nothing = (): void => undefined
+
+export interface LoginResult {
+  session: SessionTokens
+  user: { id: string; email: string; companyId: number }
+}
+
 /**
  * Registration, login, sessions and company API tokens. Inputs arrive validated by the edge;
  * errors are codes, and the edge picks the HTTP status.
@@ -45,15 +52,7 @@ export interface Accounts {
       SwitchboardError
     >
   >
-  login(input: {
-    email: string
-    password: string
-  }): Promise<
-    Result<
-      { session: SessionTokens; user: { id: string; email: string; companyId: number } },
-      SwitchboardError
-    >
-  >
+  login(input: { email: string; password: string }): Promise<Result<LoginResult, SwitchboardError>>
   refresh(input: { refreshToken: string }): Promise<Result<{ session: SessionTokens }, SwitchboardError>>
   /** From the raw Authorization header value; UNAUTHORIZED for missing/malformed/expired/revoked. */
   authenticate(authorization: string | undefined): Promise<Result<Principal, SwitchboardError>>
@@ -162,6 +161,71 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     return switchboardError('RATE_LIMITED', 'too many failed logins; try again later', { retryAfterSeconds })
   }
 
+  /**
+   * The logins of each email under way in this process: they are admitted one at a time, in
+   * arrival order, and `checks` holds the password checks of the admitted ones, settled whatever
+   * their outcome.
+   */
+  const loginsUnderWay = new Map<
+    string,
+    { admitting: Promise<unknown>; readonly checks: Set<Promise<unknown>>; logins: number }
+  >()
+
+  /**
+   * Counts the attempt as a failure before its password is checked (the count is read again
+   * after: guesses sent at once to several processes would otherwise all pass while the slow hash
+   * runs), or turns it away. One that finds the allowed failures taken by checks running in this
+   * process waits for one to end and looks again: only failures turn a login away (CONTRACT §3),
+   * and a burst of guesses still gets no more passwords checked than failures are allowed.
+   */
+  const admit = async (
+    emailKey: string,
+    checks: ReadonlySet<Promise<unknown>>,
+  ): Promise<Result<Date, SwitchboardError>> => {
+    for (;;) {
+      const now = clock.now()
+      const limited = await throttle(emailKey, now)
+      if (limited !== null) {
+        if (checks.size === 0) return err(limited)
+        await Promise.race(checks)
+        continue
+      }
+      await storage.loginFailures.record({ emailKey, at: now })
+      const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
+      if (overtaken === null) return ok(now)
+      // Overtaken by attempts in other processes; turned away unchecked, it is no failure (kept, a
+      // burst of right passwords would lock the email out for the whole window).
+      await storage.loginFailures.forget({ emailKey, at: now })
+      return err(overtaken)
+    }
+  }
+
+  /** The second half of a login, once its attempt is counted: a success takes back its own record only. */
+  const checkPassword = async (
+    email: string,
+    password: string,
+    emailKey: string,
+    now: Date,
+  ): Promise<Result<LoginResult, SwitchboardError>> => {
+    const user = await storage.users.findByEmail({ email })
+    const matches =
+      user === null
+        ? await hasher.verify({ hash: await dummyPasswordHash(), password }).then(() => false)
+        : await hasher.verify({ hash: user.passwordHash, password })
+    if (user === null || !matches) {
+      return err(switchboardError('INVALID_CREDENTIALS', INVALID_CREDENTIALS_MESSAGE))
+    }
+    // The failures before it still count until they leave the window (CONTRACT §3).
+    await storage.loginFailures.forget({ emailKey, at: now })
+
+    const owner: TokenOwner = { userId: user.id, companyId: user.companyId, loginId: ids.uuid() }
+    const refreshToken = await storeRefreshToken(storage, owner, now)
+    return ok({
+      session: await sessionTokens(owner, refreshToken, now),
+      user: { id: user.id, email: user.email, companyId: user.companyId },
+    })
+  }
+
   return {
     async register({ email, password, companyName }) {
       const failed = () => err(switchboardError('USER_CREATION_FAILED', 'could not create the user'))
@@ -200,39 +264,31 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     },
 
     async login({ email, password }) {
-      const now = clock.now()
       const emailKey = loginFailureKey(email)
-      const limited = await throttle(emailKey, now)
-      if (limited !== null) return err(limited)
-      // The attempt counts as a failure before its password is checked, and the count is read
-      // again after: guesses sent at once would otherwise all pass the check above while the
-      // slow hash runs, and none would be counted in time. A success takes back its own record
-      // only: the failures before it still count until they leave the window (CONTRACT §3).
-      await storage.loginFailures.record({ emailKey, at: now })
-      const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
-      if (overtaken !== null) {
-        // Turned away unchecked, it is no failure: kept, a burst of right passwords would lock
-        // the email out for the whole window.
-        await storage.loginFailures.forget({ emailKey, at: now })
-        return err(overtaken)
+      let underWay = loginsUnderWay.get(emailKey)
+      if (underWay === undefined) {
+        underWay = { admitting: Promise.resolve(), checks: new Set(), logins: 0 }
+        loginsUnderWay.set(emailKey, underWay)
       }
-
-      const user = await storage.users.findByEmail({ email })
-      const matches =
-        user === null
-          ? await hasher.verify({ hash: await dummyPasswordHash(), password }).then(() => false)
-          : await hasher.verify({ hash: user.passwordHash, password })
-      if (user === null || !matches) {
-        return err(switchboardError('INVALID_CREDENTIALS', INVALID_CREDENTIALS_MESSAGE))
+      const { checks } = underWay
+      underWay.logins += 1
+      try {
+        const admission = underWay.admitting.then(() => admit(emailKey, checks))
+        underWay.admitting = admission.then(nothing, nothing)
+        const admitted = await admission
+        if (admitted.isErr()) return err(admitted.error)
+        const check = checkPassword(email, password, emailKey, admitted.value)
+        const settled = check.then(nothing, nothing)
+        checks.add(settled)
+        try {
+          return await check
+        } finally {
+          checks.delete(settled)
+        }
+      } finally {
+        underWay.logins -= 1
+        if (underWay.logins === 0) loginsUnderWay.delete(emailKey)
       }
-      await storage.loginFailures.forget({ emailKey, at: now })
-
-      const owner: TokenOwner = { userId: user.id, companyId: user.companyId, loginId: ids.uuid() }
-      const refreshToken = await storeRefreshToken(storage, owner, now)
-      return ok({
-        session: await sessionTokens(owner, refreshToken, now),
-        user: { id: user.id, email: user.email, companyId: user.companyId },
-      })
     },
 
     async refresh({ refreshToken }) {
