@@ -290,4 +290,14 @@ export const MIGRATIONS: readonly Migration[] = [
       'CREATE INDEX webhook_deliveries_received ON webhook_deliveries (integration_id, received_at)',
     ],
   },
+  {
+    version: 4,
+    name: 'message channels',
+    statements: [
+      // The channel a customer message came from, and a reply goes back on (CONTRACT §6); stored
+      // as storableKey stores it, like the session's customer. Null on rows written before.
+      'ALTER TABLE messages ADD COLUMN channel_id text',
+      'ALTER TABLE messages ADD COLUMN transport text',
+    ],
+  },
 ]

@@ -241,6 +241,33 @@ describe('a conversation over msgplatform', () => {
     expect(stack.platform.callsTo('/v1/messages')).toHaveLength(3)
   })
 
+  it('answers each message on the channel it came from, even when the customer moved before the reply left', async () => {
+    const stack = await open()
+    const helper = await stack.createAgent({ name: 'Helper' })
+    const integrationId = await stack.createIntegration(helper)
+    stack.platform.failNext('/v1/messages', 1, 503)
+    stack.model.script(helper, reply('answer on telegram'), reply('answer on whatsapp'))
+
+    await stack.message(integrationId, 'iris', 'hello from telegram', {
+      channel_id: 'tg-chat',
+      transport: 'telegram',
+    })
+    // The first reply failed and waits for its retry when the customer writes from another channel.
+    await stack.platform.waitForCalls('/v1/messages', 1)
+    await stack.message(integrationId, 'iris', 'hello from whatsapp', {
+      channel_id: 'wa-chat',
+      transport: 'whatsapp',
+    })
+
+    await stack.platform.waitForCalls('/v1/messages', 3, 8000)
+    const accepted = stack.platform.acceptedAt('/v1/messages').map((call) => call.body)
+    // CONTRACT §6: replies use the channel_id and transport of the message they answer.
+    expect(accepted).toEqual([
+      expect.objectContaining({ text: 'answer on telegram', channel_id: 'tg-chat', transport: 'telegram' }),
+      expect.objectContaining({ text: 'answer on whatsapp', channel_id: 'wa-chat', transport: 'whatsapp' }),
+    ])
+  })
+
   it('does not retry a reply the platform rejects with a 4xx: it is failed at once', async () => {
     const stack = await open()
     const helper = await stack.createAgent({ name: 'Helper' })

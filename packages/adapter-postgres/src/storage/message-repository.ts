@@ -6,7 +6,8 @@ import { storableJson } from '../storable-text.js'
 import { lookUpEachSql } from './look-up-each.js'
 import { sessionLockSql, sessionLocksSql } from './session-lock.js'
 
-const COLUMNS = 'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, delivery'
+const COLUMNS =
+  'id, company_id, session_id, role, text, agent_id, at, sequence, external_id, channel_id, transport, delivery'
 
 function messageOf(row: DbRow): Message {
   return {
@@ -19,6 +20,8 @@ function messageOf(row: DbRow): Message {
     at: toIso(row.at),
     sequence: toInteger(row.sequence),
     ...present('externalId', row.external_id === null ? null : keyFromStorage(String(row.external_id))),
+    ...present('channelId', row.channel_id === null ? null : keyFromStorage(String(row.channel_id))),
+    ...present('transport', row.transport === null ? null : keyFromStorage(String(row.transport))),
     ...present('delivery', row.delivery as Delivery | null),
   }
 }
@@ -35,6 +38,8 @@ function rowOf(input: NewMessage): Record<string, unknown> {
     agent_id: input.agentId ?? null,
     at: timeParameter(input.at),
     external_id: input.externalId === undefined ? null : storableKey(input.externalId),
+    channel_id: input.channelId === undefined ? null : storableKey(input.channelId),
+    transport: input.transport === undefined ? null : storableKey(input.transport),
     delivery: input.delivery ?? null,
   }
 }
@@ -46,14 +51,14 @@ export function createMessageRepository(client: DbClient): MessageRepository {
       // No ON CONFLICT: a conflict fails the statement, so none of the messages is stored.
       const rows = await client.query(
         `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
-          delivery)
+          channel_id, transport, delivery)
         SELECT m.id, m.company_id, m.session_id, m.integration_id, m.role, m.text, m.agent_id, m.at, m.external_id,
-          m.delivery
+          m.channel_id, m.transport, m.delivery
         FROM ${sessionLocksSql('$1')},
           ROWS FROM (jsonb_to_recordset($1::jsonb) AS (id uuid, company_id integer, session_id uuid,
             integration_id bigint, role text, text text, agent_id integer, at timestamptz, external_id text,
-            delivery text)) WITH ORDINALITY AS m(id, company_id, session_id, integration_id, role, text, agent_id,
-            at, external_id, delivery, position)
+            channel_id text, transport text, delivery text)) WITH ORDINALITY AS m(id, company_id, session_id,
+            integration_id, role, text, agent_id, at, external_id, channel_id, transport, delivery, position)
         ORDER BY m.position
         RETURNING ${COLUMNS}`,
         [storableJson(inputs.map(rowOf))],
@@ -65,8 +70,8 @@ export function createMessageRepository(client: DbClient): MessageRepository {
     async insert(input) {
       const [row] = await client.query(
         `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
-          delivery)
-        SELECT $1::uuid, $2, $3::uuid, $4::bigint, $5, $6, $7, $8::timestamptz, $9, $10
+          channel_id, transport, delivery)
+        SELECT $1::uuid, $2, $3::uuid, $4::bigint, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12
         FROM ${sessionLockSql('$3')}
         ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
         [
@@ -79,6 +84,8 @@ export function createMessageRepository(client: DbClient): MessageRepository {
           input.agentId ?? null,
           timeParameter(input.at),
           input.externalId === undefined ? null : storableKey(input.externalId),
+          input.channelId === undefined ? null : storableKey(input.channelId),
+          input.transport === undefined ? null : storableKey(input.transport),
           input.delivery ?? null,
         ],
       )

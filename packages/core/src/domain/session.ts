@@ -78,8 +78,35 @@ export interface Message {
   readonly sequence: number
   /** The channel's own id of an inbound message; one message per id and integration. */
   readonly externalId?: string
+  /**
+   * The channel a customer message came from, and the one a reply to it goes back on (CONTRACT
+   * §6), whatever channel the customer writes from by the time it leaves. Absent on channels
+   * without one (webchat) and on operator messages, which go to the customer's latest channel.
+   */
+  readonly channelId?: string
+  readonly transport?: string
   /** Outgoing messages only. */
   readonly delivery?: Delivery
+}
+
+/** The channel of `message`, if it has one, as fields to spread into another message. */
+export function channelOf(message: Pick<Message, 'channelId' | 'transport'>): {
+  channelId?: string
+  transport?: string
+} {
+  return {
+    ...(message.channelId === undefined ? {} : { channelId: message.channelId }),
+    ...(message.transport === undefined ? {} : { transport: message.transport }),
+  }
+}
+
+/**
+ * The session as seen by whoever sends `message`: its customer addressed on the channel the message
+ * belongs to, when it belongs to one.
+ */
+export function addressedFor(session: Session, message: Pick<Message, 'channelId' | 'transport'>): Session {
+  if (message.channelId === undefined && message.transport === undefined) return session
+  return { ...session, customer: { ...session.customer, ...channelOf(message) } }
 }
 
 /** Cut a text to a length limit, for failure reasons that come from outside. */

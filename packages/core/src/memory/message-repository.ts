@@ -47,6 +47,8 @@ function messageRow(input: NewMessage, sequence: number): Message {
   }
   if (input.agentId !== undefined) row.agentId = input.agentId
   if (input.externalId !== undefined) row.externalId = input.externalId
+  if (input.channelId !== undefined) row.channelId = input.channelId
+  if (input.transport !== undefined) row.transport = input.transport
   if (input.delivery !== undefined) row.delivery = input.delivery
   return Object.freeze(row)
 }

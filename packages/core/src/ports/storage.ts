@@ -110,6 +110,8 @@ export interface NewMessage {
   readonly agentId?: number
   readonly at: Date
   readonly externalId?: string
+  readonly channelId?: string
+  readonly transport?: string
   readonly delivery?: Delivery
 }
 

@@ -1,4 +1,4 @@
-import type { Message, Session } from '../domain/session.js'
+import { addressedFor, type Message, type Session } from '../domain/session.js'
 import type { Integration, OutboxItem } from '../ports/storage.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
@@ -139,7 +139,8 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       }
     } else {
       try {
-        outcome = await connector.send({ integration, session, message })
+        // To the channel of the message it answers, not wherever the customer wrote from since.
+        outcome = await connector.send({ integration, session: addressedFor(session, message), message })
       } catch (error) {
         outcome = {
           ok: false,

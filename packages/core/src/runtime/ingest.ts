@@ -69,6 +69,8 @@ export function customerMessage(
     text: inbound.text,
     at: now,
     ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
+    ...(inbound.channelId === undefined ? {} : { channelId: inbound.channelId }),
+    ...(inbound.transport === undefined ? {} : { transport: inbound.transport }),
   }
 }
 

@@ -2,7 +2,7 @@ import { MAX_HISTORY_WINDOW, runTurn, type TurnOutcome } from '../agent/run-turn
 import type { Agent } from '../domain/agent.js'
 import { type AgentPathEntry, pathEntry } from '../domain/agent-path.js'
 import { isoTimestamp } from '../domain/iso-timestamp.js'
-import type { Message, Session, SessionErrorRecord } from '../domain/session.js'
+import { channelOf, type Message, type Session, type SessionErrorRecord } from '../domain/session.js'
 import { transition } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
@@ -161,6 +161,8 @@ export async function processJob(
           text: outgoing.text,
           agentId: outgoing.agentId,
           at: now,
+          // Back on the channel of the message answered, wherever the customer wrote from since.
+          ...channelOf(message),
           delivery: silenced ? 'blocked' : 'pending',
         }),
       )

@@ -702,6 +702,33 @@ export function runStorageConformance(
         expect(await storage.messages.get({ id: reply.id })).toEqual(reply)
       })
 
+      it('keeps the channel a message came from or goes back on, exactly', async () => {
+        const customer = await insertMessage(storage, session, {
+          channelId: 'chat-42',
+          transport: 'telegram',
+        })
+        // Channel ids are the platform's keys, returned verbatim in replies: any character survives.
+        const [odd, none] = await storage.messages.insertMany([
+          newMessageInput(session, {
+            role: 'agent',
+            text: 'hi',
+            channelId: 'c\u0000h 😀',
+            transport: 'טלגרם',
+          }),
+          newMessageInput(session, { role: 'operator', text: 'hello' }),
+        ])
+
+        expect(customer).toMatchObject({ channelId: 'chat-42', transport: 'telegram' })
+        expect(odd).toMatchObject({ channelId: 'c\u0000h 😀', transport: 'טלגרם' })
+        expect(none?.channelId).toBeUndefined()
+        expect(none?.transport).toBeUndefined()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([
+          customer,
+          odd,
+          none,
+        ])
+      })
+
       it("never returns another company's message", async () => {
         const message = await insertMessage(storage, session)
 
