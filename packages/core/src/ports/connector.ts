@@ -34,6 +34,10 @@ export type StatusHooksOutcome = { readonly ok: true } | { readonly ok: false; r
 export interface Connector {
   /** The integration `type` this connector serves, e.g. `msgplatform`. */
   readonly type: string
+  /**
+   * `session.customer` is addressed to the channel of the message being answered (CONTRACT §6),
+   * which may not be the one the customer wrote from last.
+   */
   send(options: { integration: Integration; session: Session; message: Message }): Promise<SendOutcome>
   transferToHuman?(request: HumanTransferRequest): Promise<HumanTransferOutcome>
   /** Asks the platform to send the named status events of the integration's dialogs to `url`. */
