@@ -1,6 +1,7 @@
 import { addressedFor, type Message, type Session } from '../domain/session.js'
 import type { Integration, OutboxItem } from '../ports/storage.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { setTimerUntil } from './timer-until.js'
 
 /** Tries per outgoing message: the first, then after 1, 2, 4 and 8 seconds (CONTRACT §6). */
 export const MAX_DELIVERY_ATTEMPTS = 5
@@ -92,12 +93,12 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     return work
   }
 
-  const scheduleRetry = (messageId: string, delayMs: number) => {
+  const scheduleRetry = (messageId: string, availableAt: Date) => {
     if (stopped) return
-    const cancel = context.clock.setTimer(() => {
+    const cancel = setTimerUntil(context.clock, availableAt, () => {
       timers.delete(cancel)
       service.deliverSoon([messageId])
-    }, delayMs)
+    })
     timers.add(cancel)
   }
 
@@ -165,7 +166,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
         attempts: failedAttempts,
         availableAt,
       })
-      scheduleRetry(item.messageId, delay)
+      scheduleRetry(item.messageId, availableAt)
       return false
     }
     await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'failed' })

@@ -2,6 +2,7 @@ import type { JobLease } from '../ports/storage.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { LeaseLost, processJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { setTimerUntil } from './timer-until.js'
 import { updateSession } from './update-session.js'
 
 /** A job that failed this many times is dead: `PROCESSING_FAILED` is recorded on its session. */
@@ -47,17 +48,25 @@ export function createWorkerPool(
     }, ms)
     timers.add(cancel)
   }
+  /** At `due` by the clock, which a job's `retryAt` is compared with, not a timer's own measure. */
+  const at = (due: Date, callback: () => void) => {
+    const cancel = setTimerUntil(context.clock, due, () => {
+      timers.delete(cancel)
+      callback()
+    })
+    timers.add(cancel)
+  }
 
   async function fail(lease: JobLease, error: unknown): Promise<void> {
     const text = error instanceof Error ? error.message : String(error)
     const attempts = lease.attempts + 1
     const dead = attempts >= MAX_JOB_ATTEMPTS
-    const delay = 1000 * 2 ** (attempts - 1)
+    const retryAt = new Date(context.clock.now().getTime() + 1000 * 2 ** (attempts - 1))
     try {
       const failed = await context.storage.jobs.fail({
         jobId: lease.jobId,
         token: lease.token,
-        retryAt: new Date(context.clock.now().getTime() + delay),
+        retryAt,
         dead,
         error: text,
       })
@@ -70,7 +79,7 @@ export function createWorkerPool(
         dead,
       })
       if (!dead) {
-        after(delay, () => pool.wake())
+        at(retryAt, () => pool.wake())
         return
       }
       const record = {
