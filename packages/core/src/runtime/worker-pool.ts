@@ -185,6 +185,9 @@ export function createWorkerPool(
         if (running.size === 0) {
           await delivery.settled()
           if (pumping === null && running.size === 0) return
+          // A wake while the deliveries settled is leasing, or leased, more work: look again. A
+          // race of no running jobs would never end.
+          continue
         }
         await Promise.race(running.values())
       }

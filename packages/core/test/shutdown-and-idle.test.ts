@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest'
+import {
+  type Connector,
+  createMemoryKnowledgeIndex,
+  createMemoryStorage,
+  createSwitchboard,
+  type SendOutcome,
+  type Storage,
+} from '../src/index.js'
+import { createManualClock, createScriptedModel, reply, seedChannel } from '../src/testing/index.js'
+
+interface Gate {
+  readonly opened: Promise<void>
+  open(): void
+}
+
+function gate(): Gate {
+  let open: () => void = () => undefined
+  const opened = new Promise<void>((resolve) => {
+    open = resolve
+  })
+  return { opened, open }
+}
+
+/** Memory storage whose next leases wait for `leaseGate`, when one is set. */
+function slowLeases(storage: Storage): { hold(): Gate } {
+  let held: Gate | null = null
+  const lease = storage.jobs.lease
+  storage.jobs.lease = async (options) => {
+    const waiting = held
+    if (waiting !== null) await waiting.opened
+    return lease(options)
+  }
+  return {
+    hold() {
+      held = gate()
+      return held
+    },
+  }
+}
+
+/** A channel whose sends wait for the gate set when they started, when one is set. */
+function slowConnector(type: string): Connector & { sent: string[]; hold(): Gate; started: number } {
+  let held: Gate | null = null
+  const connector = {
+    type,
+    sent: [] as string[],
+    started: 0,
+    hold() {
+      held = gate()
+      return held
+    },
+    async send({ message }: { message: { text: string } }): Promise<SendOutcome> {
+      connector.started += 1
+      const waiting = held
+      if (waiting !== null) await waiting.opened
+      connector.sent.push(message.text)
+      return { ok: true }
+    },
+  }
+  return connector
+}
+
+const within = <T>(promise: Promise<T>, ms: number): Promise<T | 'timed out'> =>
+  Promise.race([promise, new Promise<'timed out'>((resolve) => setTimeout(() => resolve('timed out'), ms))])
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 10))
+
+describe('idle and stop', () => {
+  it('idle resolves when a job is leased while it waits for the last delivery', async () => {
+    const storage = createMemoryStorage()
+    const leases = slowLeases(storage)
+    const connector = slowConnector('slow')
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    const model = createScriptedModel()
+    model.script(agent.id, reply('first'), reply('second'))
+    const switchboard = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(),
+    })
+    try {
+      const sending = connector.hold()
+      await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+      while (connector.started === 0) await tick()
+      // The turn is done, its reply is being sent: idle waits for the delivery.
+      const idle = switchboard.idle()
+      await tick()
+      // A message arrives meanwhile, and its lease takes a while (a busy database).
+      const leasing = leases.hold()
+      await switchboard.ingest({ integrationId: integration.id, clientId: 'bob', text: 'hello' })
+      sending.open()
+      await tick()
+      leasing.open()
+      expect(await within(idle, 1000)).toBeUndefined()
+      expect(connector.sent).toEqual(['first', 'second'])
+    } finally {
+      await switchboard.stop()
+    }
+  })
+})
