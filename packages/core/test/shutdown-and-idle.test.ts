@@ -4,6 +4,7 @@ import {
   createMemoryKnowledgeIndex,
   createMemoryStorage,
   createSwitchboard,
+  type LlmProvider,
   type SendOutcome,
   type Storage,
 } from '../src/index.js'
@@ -99,5 +100,50 @@ describe('idle and stop', () => {
     } finally {
       await switchboard.stop()
     }
+  })
+
+  it('takes no job whose lease was under way when stop was called, and gives it back', async () => {
+    const storage = createMemoryStorage()
+    const leases = slowLeases(storage)
+    const connector = slowConnector('slow')
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    let calls = 0
+    const model: LlmProvider = {
+      name: 'counting',
+      async complete() {
+        calls += 1
+        return { text: 'too late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
+      },
+    }
+    const start = '2026-03-01T10:00:00.000Z'
+    const stopping = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    await stopping.idle()
+    const leasing = leases.hold()
+    await stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    const stopped = stopping.stop()
+    leasing.open()
+    await stopped
+    await tick()
+    expect(calls).toBe(0)
+
+    // Another process, at the same moment, answers at once: nothing holds the job.
+    const scripted = createScriptedModel()
+    scripted.script(agent.id, reply('taken over'))
+    const next = createSwitchboard({
+      storage,
+      model: scripted,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    await next.idle()
+    expect(connector.sent).toEqual(['taken over'])
+    await next.stop()
   })
 })

@@ -14,8 +14,8 @@ export interface WorkerPool {
   /** Resolves when no job is running and none can be leased right now. */
   idle(): Promise<void>
   /**
-   * Takes no new job; resolves when the running ones finished or `timeoutMs` passed. The leases of
-   * jobs still running then are given back, so another process, or this one started again, takes
+   * Takes no new job (one a lease under way finds is given back); resolves when the running ones
+   * finished or `timeoutMs` passed. The leases of jobs still running then are given back, so another process, or this one started again, takes
    * them at once instead of when the lease runs out.
    */
   stop(timeoutMs: number): Promise<void>
@@ -154,6 +154,12 @@ export function createWorkerPool(
         workMayBeWaiting = false
         return
       }
+      if (stopping) {
+        // Stopped while this lease was under way: the job is not this process's to start any
+        // more, and waiting out its lease would hold the customer's answer back for a minute.
+        await giveBack(lease)
+        return
+      }
       run(lease)
     }
   }
@@ -198,7 +204,8 @@ export function createWorkerPool(
       timers.clear()
       let timer: ReturnType<typeof setTimeout> | undefined
       await Promise.race([
-        Promise.allSettled(running.values()),
+        // A lease under way ends too: its job, if it found one, is given back.
+        Promise.allSettled([...running.values(), pumping]),
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, timeoutMs)
         }),
