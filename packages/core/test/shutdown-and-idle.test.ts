@@ -146,4 +146,24 @@ describe('idle and stop', () => {
     expect(connector.sent).toEqual(['taken over'])
     await next.stop()
   })
+
+  it('stop ends within its timeout while a delivery hangs', async () => {
+    const storage = createMemoryStorage()
+    const connector = slowConnector('slow')
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    const model = createScriptedModel()
+    model.script(agent.id, reply('never leaves'))
+    const switchboard = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(),
+    })
+    const hanging = connector.hold()
+    await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    while (connector.started === 0) await tick()
+    expect(await within(switchboard.stop({ timeoutMs: 100 }), 1000)).toBeUndefined()
+    hanging.open()
+  })
 })

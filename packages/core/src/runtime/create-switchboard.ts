@@ -173,9 +173,21 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     stop(stopOptions = {}) {
       stopped ??= (async () => {
         sweepCancel?.()
-        await workers.stop(stopOptions.timeoutMs ?? 10_000)
-        delivery.stop()
-        await delivery.settled()
+        const timeoutMs = stopOptions.timeoutMs ?? 10_000
+        // One deadline for the turns and the deliveries: a send that hangs (a channel's 10 s
+        // timeout, a drain of many replies) must not hold a shutdown past it. A claim left
+        // unfinished runs out, and a sweep of another process sends its message.
+        let timer: ReturnType<typeof setTimeout> | undefined
+        const deadline = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs)
+        })
+        try {
+          await workers.stop(timeoutMs)
+          delivery.stop()
+          await Promise.race([delivery.settled(), deadline])
+        } finally {
+          clearTimeout(timer)
+        }
       })()
       return stopped
     },
