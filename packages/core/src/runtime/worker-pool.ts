@@ -15,8 +15,9 @@ export interface WorkerPool {
   idle(): Promise<void>
   /**
    * Takes no new job (one a lease under way finds is given back); resolves when the running ones
-   * finished or `timeoutMs` passed. The leases of jobs still running then are given back, so another process, or this one started again, takes
-   * them at once instead of when the lease runs out.
+   * finished or `timeoutMs` passed. The leases of jobs still running then are given back, so
+   * another process, or this one started again, takes them at once instead of when the lease runs
+   * out.
    */
   stop(timeoutMs: number): Promise<void>
 }
