@@ -114,6 +114,50 @@ describe('operators and the session lifecycle', () => {
     expect((await customer.session()).state).toBe('paused')
   })
 
+  // CONTRACT §8: a pause made while an agent is mid-turn blocks that turn's replies, even when
+  // the operator resumed before the turn ended; the next message is answered as usual.
+  it('blocks the replies of a turn paused and resumed by someone else mid-turn', async () => {
+    let takeOverNow: () => Promise<void> = async () => undefined
+    const slowLookup = defineTool({
+      name: 'slow_lookup',
+      description: 'A lookup during which an operator takes over and hands back.',
+      parameters: z.object({}),
+      execute: async () => {
+        await takeOverNow()
+        return 'found'
+      },
+    })
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [slowLookup] })
+    const solo = harness.agent('solo')
+    harness.model.script(
+      solo,
+      toolCall('slow_lookup', {}),
+      reply('Here is what I found.'),
+      reply('Hello again.'),
+    )
+    const customer = harness.customer()
+    takeOverNow = async () => {
+      takeOverNow = async () => undefined
+      const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
+      await harness.switchboard.sessions.pause(target)
+      await harness.switchboard.sessions.resume(target)
+    }
+    await customer.says('look it up')
+    expect(customer.received()).toEqual([])
+    expect((await customer.session()).state).toBe('ongoing')
+
+    await customer.says('are you there?')
+
+    expect(customer.replies()).toEqual(['Hello again.'])
+    const messages = await customer.messages()
+    expect(messages.map((message) => [message.role, message.delivery])).toEqual([
+      ['customer', undefined],
+      ['agent', 'blocked'],
+      ['customer', undefined],
+      ['agent', 'sent'],
+    ])
+  })
+
   it('reassigns manually, recording a manual path entry; a human agent pauses and transfers', async () => {
     harness = await createConversationHarness({
       agents: { solo: {}, billing: {}, humans: { kind: 'human' } },

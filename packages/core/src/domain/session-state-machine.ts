@@ -6,6 +6,7 @@ import {
   PAUSE_REASON_MAX,
   type PauseState,
   RESUME_NOTE_MAX,
+  type Session,
   type SessionState,
 } from './session.js'
 
@@ -29,6 +30,23 @@ export type SessionCommand =
 export interface SessionStateSnapshot {
   readonly state: SessionState
   readonly pauseState?: PauseState | undefined
+}
+
+/**
+ * The session in the state `transition` led to: the pause state replaced, and the time of a pause
+ * kept in its metadata after it ends, so a turn can tell it was paused while it ran.
+ */
+export function withState(session: Session, next: SessionStateSnapshot): Session {
+  const { pauseState: _replaced, ...rest } = session
+  const pausedAt = next.state === 'paused' ? next.pauseState?.pausedAt : undefined
+  return {
+    ...rest,
+    state: next.state,
+    ...(next.pauseState === undefined ? {} : { pauseState: next.pauseState }),
+    ...(pausedAt === undefined || pausedAt === session.metadata.lastPausedAt
+      ? {}
+      : { metadata: { ...session.metadata, lastPausedAt: pausedAt } }),
+  }
 }
 
 /** Pure: the state a command leads to, or `INVALID_STATE` / `VALIDATION_ERROR`. */

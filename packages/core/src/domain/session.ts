@@ -38,6 +38,12 @@ export interface SessionMetadata {
   readonly sharedContext: SharedContext
   readonly routing?: RoutingOutcome
   readonly errors: readonly SessionErrorRecord[]
+  /**
+   * When the session was last paused; kept after a resume, so a turn that started before a pause
+   * and ends after the resume still knows its replies were cut off (CONTRACT §8). Not shown by the
+   * API.
+   */
+  readonly lastPausedAt?: string
 }
 
 /** Who the session talks to, on the channel the integration names. */

@@ -3,7 +3,7 @@ import type { Agent } from '../domain/agent.js'
 import { type AgentPathEntry, pathEntry } from '../domain/agent-path.js'
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import { channelOf, type Message, type Session, type SessionErrorRecord } from '../domain/session.js'
-import { transition } from '../domain/session-state-machine.js'
+import { transition, withState } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
 import type { JobLease } from '../ports/storage.js'
@@ -122,8 +122,10 @@ export async function processJob(
   const committed = await updateSession(storage, { sessionId: session.id }, (current, tx) => {
     const now = context.clock.now()
     let next = mergeOutcome(current, session, outcome, now)
-    // Someone else paused or closed the session while the agents worked: their replies stay unsent.
-    const silenced = current.state !== 'ongoing'
+    // Someone else paused or closed the session while the agents worked, even if it was resumed
+    // since: their replies stay unsent (CONTRACT §8).
+    const silenced =
+      current.state !== 'ongoing' || current.metadata.lastPausedAt !== session.metadata.lastPausedAt
     let transferring = false
     if (
       !silenced &&
@@ -132,11 +134,7 @@ export async function processJob(
     ) {
       const paused = transition(next, { type: 'transfer', at: now })
       if (paused.isOk()) {
-        next = {
-          ...next,
-          state: paused.value.state,
-          ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
-        }
+        next = withState(next, paused.value)
         transferring = true
       }
     }

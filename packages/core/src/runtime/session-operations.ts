@@ -3,7 +3,12 @@ import type { Agent } from '../domain/agent.js'
 import { pathEntry } from '../domain/agent-path.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
-import { type SessionCommand, transition, validateResumeNote } from '../domain/session-state-machine.js'
+import {
+  type SessionCommand,
+  transition,
+  validateResumeNote,
+  withState,
+} from '../domain/session-state-machine.js'
 import { withJourneyStep } from '../domain/shared-context.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
 import { type Repositories, TransactionConflictError } from '../ports/storage.js'
@@ -63,13 +68,7 @@ export function createSessionOperations(
     const result = await updateSession(context.storage, target, async (current, tx) => {
       const next = transition(current, command)
       if (next.isErr()) return { error: next.error }
-      const { pauseState: _dropped, ...rest } = current
-      let session: Session = {
-        ...rest,
-        state: next.value.state,
-        ...(next.value.pauseState === undefined ? {} : { pauseState: next.value.pauseState }),
-        updatedAt: now().toISOString(),
-      }
+      let session: Session = { ...withState(current, next.value), updatedAt: now().toISOString() }
       if (extra !== undefined) session = extra(session)
       // A paused session's agent stays silent; a closed one sends nothing at all.
       if (session.state === 'paused') await blockPending(tx, current.id, ['agent', 'system'], now())
@@ -150,11 +149,7 @@ export function createSessionOperations(
         if (agent.kind === 'human') {
           const paused = transition(current, { type: 'transfer', at })
           if (paused.isErr()) return { error: paused.error }
-          session = {
-            ...session,
-            state: paused.value.state,
-            ...(paused.value.pauseState ? { pauseState: paused.value.pauseState } : {}),
-          }
+          session = withState(session, paused.value)
           // Paused for the human: the agents' replies that have not left stay unsent (spec: paused).
           await blockPending(tx, current.id, ['agent', 'system'], at)
         }
