@@ -10,12 +10,38 @@ import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-val
 import { storableJson } from '../storable-text.js'
 
 /**
- * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted on every TRIM_EVERY-th
- * insert (by the table's insertion counter) rather than on each: finding the oldest kept entry
- * walks that many index entries, the costliest part of logging a webhook. Until then `list` leaves
- * the surplus out, so nobody sees more than the newest ones.
+ * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted about every TRIM_EVERY-th
+ * insert rather than on each: finding the oldest kept entry walks that many index entries, the
+ * costliest part of logging a webhook. Until then `list` leaves the surplus out, so nobody sees
+ * more than the newest ones. An integration trims when its entry is its first in a new block of
+ * TRIM_EVERY numbers of the table's insertion counter: so it trims at least once every TRIM_EVERY
+ * entries of its own, whatever the other integrations draw in between. (`insertion % TRIM_EVERY`
+ * alone never came to an integration whose entries all drew odd numbers, two integrations logging
+ * in turn, and its log grew without end.)
  */
 const TRIM_EVERY = 64
+
+/**
+ * For RETURNING: the insertion of the integration's newest entry before this statement, whose
+ * subqueries do not see the rows it adds.
+ */
+const PREVIOUS_INSERTION = `(SELECT previous.insertion FROM webhook_logs previous
+          WHERE previous.integration_id = webhook_logs.integration_id
+          ORDER BY previous.received_at DESC, previous.insertion DESC LIMIT 1) AS previous`
+
+/**
+ * Whether entries of one integration that drew `insertions` start a block of the insertion
+ * counter, after its newest one before them drew `previous` (null for none: nothing to trim yet).
+ */
+function startsBlock(previous: unknown, insertions: readonly number[]): boolean {
+  if (previous === null || previous === undefined) return false
+  let last = toInteger(previous)
+  for (const insertion of [...insertions].sort((left, right) => left - right)) {
+    if (Math.floor(insertion / TRIM_EVERY) !== Math.floor(last / TRIM_EVERY)) return true
+    last = insertion
+  }
+  return false
+}
 
 /** The position of the oldest entry kept for integration $1; `offset` holds the number kept minus one. */
 const oldestKept = (offset: string) => `SELECT received_at, insertion FROM webhook_logs
@@ -47,11 +73,11 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
 
   return {
     async add(log) {
-      const [added] = await client.query<{ insertion: unknown }>(
+      const [added] = await client.query<{ insertion: unknown; previous: unknown }>(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         VALUES ($1::uuid, $2, $3::bigint, $4::timestamptz, $5, $6, $7, $8, $9)
-        ON CONFLICT DO NOTHING RETURNING insertion`,
+        ON CONFLICT DO NOTHING RETURNING insertion, ${PREVIOUS_INSERTION}`,
         [
           log.id,
           log.companyId,
@@ -65,7 +91,7 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         ],
       )
       if (added === undefined) throw new Error(`Webhook log ${log.id} already exists`)
-      if (toInteger(added.insertion) % TRIM_EVERY === 0) await trim(log.integrationId)
+      if (startsBlock(added.previous, [toInteger(added.insertion)])) await trim(log.integrationId)
     },
 
     async addMany(logs) {
@@ -82,7 +108,7 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         message_id: log.messageId ?? null,
       }))
       // No ON CONFLICT: a repeated id fails the statement and every entry in it.
-      const added = await client.query<{ integration_id: unknown; insertion: unknown }>(
+      const added = await client.query<{ integration_id: unknown; insertion: unknown; previous: unknown }>(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         SELECT l.id, l.company_id, l.integration_id, l.received_at, l.http_status, l.outcome, l.reason,
@@ -92,14 +118,19 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
           message_id text)) WITH ORDINALITY AS l(id, company_id, integration_id, received_at, http_status, outcome,
           reason, session_id, message_id, position)
         ORDER BY l.position
-        RETURNING integration_id, insertion`,
+        RETURNING integration_id, insertion, ${PREVIOUS_INSERTION}`,
         [storableJson(rows)],
       )
-      const due = new Set<string>()
+      const byIntegration = new Map<string, { previous: unknown; insertions: number[] }>()
       for (const row of added) {
-        if (toInteger(row.insertion) % TRIM_EVERY === 0) due.add(String(row.integration_id))
+        const integrationId = String(row.integration_id)
+        const entries = byIntegration.get(integrationId) ?? { previous: row.previous, insertions: [] }
+        entries.insertions.push(toInteger(row.insertion))
+        byIntegration.set(integrationId, entries)
       }
-      for (const integrationId of due) await trim(integrationId)
+      for (const [integrationId, { previous, insertions }] of byIntegration) {
+        if (startsBlock(previous, insertions)) await trim(integrationId)
+      }
     },
 
     async list({ companyId, integrationId, limit, cursor }) {

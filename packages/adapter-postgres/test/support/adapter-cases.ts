@@ -3,6 +3,7 @@ import {
   createAgentService,
   type EventBus,
   type Storage,
+  WEBHOOK_DELIVERIES_KEPT_MS,
   WEBHOOK_LOGS_KEPT_PER_INTEGRATION,
 } from '@switchboard/core'
 import { createManualClock, seedChannel } from '@switchboard/core/testing'
@@ -227,5 +228,74 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(most).toBeLessThanOrEqual(kept + 64)
     expect(await rowsOfIntegration()).toBeLessThan(kept + 64)
     expect(await listed()).toBe(kept)
+  })
+
+  it('trims the webhook log of every integration, also of two whose webhooks arrive in turn', async () => {
+    const storage = context.storage()
+    const first = await seedChannel(storage, { type: 'msgplatform' })
+    const second = await seedChannel(storage, { type: 'msgplatform', companyId: first.companyId })
+    const kept = WEBHOOK_LOGS_KEPT_PER_INTEGRATION
+    const rowsOf = async (integrationId: string) =>
+      Number(
+        (
+          await context
+            .db()
+            .query<{ count: unknown }>(
+              'SELECT count(*) AS count FROM webhook_logs WHERE integration_id = $1',
+              [integrationId],
+            )
+        )[0]?.count,
+      )
+    const start = Date.parse('2026-01-01T00:00:00Z')
+    // One after the other, as a platform delivering to two integrations in turn sends them: each
+    // integration's entries then draw every other number of the table's insertion counter.
+    for (let index = 0; index < kept + 300; index++) {
+      for (const { integration } of [first, second]) {
+        await storage.webhookLogs.add({
+          id: randomUUID(),
+          companyId: first.companyId,
+          integrationId: integration.id,
+          receivedAt: new Date(start + index),
+          httpStatus: 200,
+          outcome: 'queued',
+        })
+      }
+    }
+
+    expect(await rowsOf(first.integration.id)).toBeLessThanOrEqual(kept + 64)
+    expect(await rowsOf(second.integration.id)).toBeLessThanOrEqual(kept + 64)
+  })
+
+  it('deletes expired webhook delivery ids of every integration, also of two whose webhooks arrive in turn', async () => {
+    const storage = context.storage()
+    const first = await seedChannel(storage, { type: 'msgplatform' })
+    const second = await seedChannel(storage, { type: 'msgplatform', companyId: first.companyId })
+    const start = Date.parse('2026-01-01T00:00:00Z')
+    const recordInTurn = async (at: Date, prefix: string) => {
+      for (let index = 0; index < 200; index++) {
+        for (const { integration } of [first, second]) {
+          const deliveryId = `${prefix}-${index}`
+          expect(
+            await storage.webhookDeliveries.record({ integrationId: integration.id, deliveryId, at }),
+          ).toBe(true)
+        }
+      }
+    }
+    await recordInTurn(new Date(start), 'old')
+    await recordInTurn(new Date(start + WEBHOOK_DELIVERIES_KEPT_MS + 1), 'new')
+    const expired = async (integrationId: string) =>
+      Number(
+        (
+          await context
+            .db()
+            .query<{ count: unknown }>(
+              'SELECT count(*) AS count FROM webhook_deliveries WHERE integration_id = $1 AND received_at = $2',
+              [integrationId, new Date(start).toISOString()],
+            )
+        )[0]?.count,
+      )
+
+    expect(await expired(first.integration.id)).toBe(0)
+    expect(await expired(second.integration.id)).toBe(0)
   })
 }
