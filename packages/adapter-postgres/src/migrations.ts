@@ -300,4 +300,13 @@ export const MIGRATIONS: readonly Migration[] = [
       'ALTER TABLE messages ADD COLUMN transport text',
     ],
   },
+  {
+    version: 5,
+    name: 'outbox session order',
+    statements: [
+      // A session's head (its earliest row) in one probe: with outbox_session alone, finding it read
+      // and sorted every row of the session, once for each due row a claim looked at.
+      'CREATE INDEX outbox_session_insertion ON outbox (session_id, insertion)',
+    ],
+  },
 ]

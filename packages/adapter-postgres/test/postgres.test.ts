@@ -30,6 +30,7 @@ import {
 } from '../src/index.js'
 import { createJobQueue } from '../src/storage/job-queue.js'
 import { createMessageRepository } from '../src/storage/message-repository.js'
+import { createOutboxRepository } from '../src/storage/outbox-repository.js'
 import { createSessionRepository } from '../src/storage/session-repository.js'
 import { runAdapterCases } from './support/adapter-cases.js'
 import { runDurabilityCases } from './support/durability-cases.js'
@@ -306,6 +307,88 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(lease).not.toBeNull()
         // 318 jobs are queued; the lease looks at the few oldest, not at all of them.
         expect(read).toBeLessThanOrEqual(30)
+      } finally {
+        await freshStorage.close()
+        await pool.close()
+        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
+      }
+    })
+
+    it("claims due outbox heads reading each session's head once, not all of its waiting messages per candidate", async () => {
+      // A session whose head waits for a retry while its later replies pile up behind it: every
+      // later reply is a due candidate, and the head of its session was found by reading and sorting
+      // all of the session's rows, once per candidate.
+      const fresh = `switchboard_outbox_${randomBytes(6).toString('hex')}`
+      await admin.query(`CREATE SCHEMA ${fresh}`)
+      const pool = connectTo(fresh, 1)
+      const freshStorage = await createPostgresStorage({ db: pool })
+      try {
+        const { companyId, agent, integration } = await seedChannel(freshStorage)
+        const at = new Date('2026-03-01T10:00:00.000Z')
+        const session = await createSession(freshStorage, {
+          companyId,
+          integrationId: integration.id,
+          agentId: agent.id,
+          at,
+        })
+        const waiting = 300
+        for (let index = 0; index < waiting; index++) {
+          await freshStorage.transaction(async (tx) => {
+            const message = await tx.messages.insert({
+              id: randomUUID(),
+              companyId,
+              sessionId: session.id,
+              integrationId: integration.id,
+              role: 'agent',
+              text: `reply ${index}`,
+              at,
+              delivery: 'pending',
+            })
+            await tx.outbox.add({
+              messageId: message.id,
+              sessionId: session.id,
+              companyId,
+              integrationId: integration.id,
+              availableAt: at,
+            })
+          })
+        }
+        const [head] = await freshStorage.outbox.claimDue({
+          now: at,
+          limit: 10,
+          leaseMs: 30_000,
+          leaseToken: 'first',
+        })
+        expect(
+          await freshStorage.outbox.retryLater({
+            messageId: head!.messageId,
+            leaseToken: 'first',
+            attempts: 1,
+            availableAt: new Date(at.getTime() + 8_000),
+          }),
+        ).toBe(true)
+
+        const { claimed, read } = await pool.transaction(async (client) => {
+          const tuplesRead = async () => {
+            const [row] = await client.query<{ tuples: string }>(
+              `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS tuples
+              FROM pg_stat_xact_user_tables WHERE schemaname = $1 AND relname = 'outbox'`,
+              [fresh],
+            )
+            return Number(row?.tuples ?? 0)
+          }
+          const before = await tuplesRead()
+          const claimed = await createOutboxRepository(client).claimDue({
+            now: new Date(at.getTime() + 1_000),
+            limit: 10,
+            leaseMs: 30_000,
+            leaseToken: 'measured',
+          })
+          return { claimed, read: (await tuplesRead()) - before }
+        })
+        expect(claimed).toEqual([])
+        // Each of the 299 due candidates looks its session's head up in one probe.
+        expect(read).toBeLessThanOrEqual(4 * waiting)
       } finally {
         await freshStorage.close()
         await pool.close()
