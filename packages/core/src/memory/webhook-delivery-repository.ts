@@ -5,16 +5,11 @@ import type { Statement, UndoLog } from './undo-log.js'
 export interface WebhookDeliveryTable {
   /** Per integration, the time each delivery id was recorded, in the order recorded. */
   readonly byIntegration: Map<string, Map<string, number>>
-  /** Like a database sequence, not taken back by a rollback. */
-  recorded: number
 }
 
 export function createWebhookDeliveryTable(): WebhookDeliveryTable {
-  return { byIntegration: new Map(), recorded: 0 }
+  return { byIntegration: new Map() }
 }
-
-/** An integration's expired ids are deleted on every TRIM_EVERY-th record, as in PostgreSQL. */
-const TRIM_EVERY = 64
 
 export function createWebhookDeliveryRepository(options: {
   webhookDeliveries: WebhookDeliveryTable
@@ -22,8 +17,9 @@ export function createWebhookDeliveryRepository(options: {
 }): WebhookDeliveryRepository {
   const { webhookDeliveries, statement } = options
 
-  // Ids are recorded in nearly time order, so the walk stops at the first one still kept; one
-  // recorded with an earlier time behind it goes on a later trim, once that one has expired too.
+  // Ids are recorded in nearly time order, so the walk stops at the first one still kept (nearly
+  // always the first it looks at, which is why every record trims); one recorded with an earlier
+  // time behind it goes on a later trim, once that one has expired too.
   const trim = (log: UndoLog, received: Map<string, number>, expiredAtMs: number): void => {
     for (const [deliveryId, receivedAtMs] of received) {
       if (receivedAtMs > expiredAtMs) return
@@ -45,8 +41,7 @@ export function createWebhookDeliveryRepository(options: {
         // Deleted first, so that an expired id recorded again moves to the end of the order.
         log.delete(received, deliveryId)
         log.set(received, deliveryId, at.getTime())
-        webhookDeliveries.recorded += 1
-        if (webhookDeliveries.recorded % TRIM_EVERY === 0) trim(log, received, expiredAtMs)
+        trim(log, received, expiredAtMs)
         return true
       }),
 
