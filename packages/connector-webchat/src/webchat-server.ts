@@ -67,9 +67,11 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
   let closing = false
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const url = new URL(request.url ?? '/', 'http://localhost')
-    const match = url.pathname.startsWith(`${prefix}/`) ? url.pathname.slice(prefix.length + 1) : null
-    if (match === null) {
+    // A request target that is no URL (`//[`) names no socket here; throwing would end the process.
+    const target = request.url ?? '/'
+    const url = URL.canParse(target, 'http://localhost') ? new URL(target, 'http://localhost') : null
+    const match = url?.pathname.startsWith(`${prefix}/`) ? url.pathname.slice(prefix.length + 1) : null
+    if (url === null || match === null) {
       // Another upgrade listener may serve this path; alone, say so rather than leave the client hanging.
       if (server.listenerCount('upgrade') === 1) refuse(socket, 404, 'NOT_FOUND', 'no WebSocket here')
       return

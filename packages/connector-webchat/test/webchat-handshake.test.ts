@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Service, startService } from './support/start-service.js'
 import { connectVisitor, refusal } from './support/visitor.js'
@@ -95,6 +96,27 @@ describe('the webchat handshake', () => {
     // Rotating the integration's secret signs its visitors out.
     await service.api('POST', `/api/integrations/${theirs}/rotate-secret`)
     expect((await refusal(service.socketUrl(theirs, token))).status).toBe(401)
+  })
+
+  it('answers 404 to an upgrade whose target is no URL, and keeps serving', async () => {
+    const { port } = new URL(service.url)
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => {
+        socket.write(
+          'GET //[ HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+            'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+        )
+      })
+      let text = ''
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString()
+      })
+      socket.on('close', () => resolve(text))
+      socket.on('error', reject)
+    })
+    expect(answer).toMatch(/^HTTP\/1\.1 404 /)
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual(errorBody('NOT_FOUND'))
+    expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
   })
 
   it('leaves plain HTTP on the same path to the HTTP API', async () => {
