@@ -3,7 +3,8 @@ import type { ChatCompletion } from 'openai/resources/chat/completions'
 
 /**
  * The first choice as core's completion. Only function tool calls are kept: Switchboard declares
- * no other kind of tool, so any other call has nothing to run.
+ * no other kind of tool, so any other call has nothing to run. A call without a `type` (or a null
+ * one), as some compatible servers (vLLM, Ollama) send, is a function call all the same.
  */
 export function fromChatCompletion(completion: ChatCompletion): Completion {
   // Checked by core as it receives it (text, tool calls, usage): this only maps the shape.
@@ -11,7 +12,8 @@ export function fromChatCompletion(completion: ChatCompletion): Completion {
   if (choice === undefined) throw new Error('the model answered with no choice')
   const toolCalls: ToolCall[] = []
   for (const call of choice.message.tool_calls ?? []) {
-    if (call.type === 'function') {
+    const type: unknown = call.type
+    if ('function' in call && (type === 'function' || type === undefined || type === null)) {
       toolCalls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments })
     }
   }

@@ -178,6 +178,21 @@ describe('the OpenAI provider: completions', () => {
     })
   })
 
+  it('keeps tool calls a compatible server sends without a type, or with a null one', async () => {
+    fake.enqueue(
+      toolCallsAnswer([
+        { id: 'call_1', name: 'save_fact', arguments: '{"key":"city","value":"Oslo"}', type: 'absent' },
+        { id: 'call_2', name: 'append_journey', arguments: '{"step":"asked"}', type: null },
+        { id: 'call_3', name: 'apply_patch', arguments: '*** patch', type: 'custom' },
+      ]),
+    )
+    const completion = await provider.complete({ model: 'local', messages: conversation, tools: [saveFact] })
+    expect(completion.toolCalls).toEqual([
+      { id: 'call_1', name: 'save_fact', arguments: '{"key":"city","value":"Oslo"}' },
+      { id: 'call_2', name: 'append_journey', arguments: '{"step":"asked"}' },
+    ])
+  })
+
   it('joins the text parts of content a compatible server sends as an array', async () => {
     fake.enqueue(
       replyAnswer([

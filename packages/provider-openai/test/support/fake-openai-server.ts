@@ -8,6 +8,8 @@ export interface FakeToolCall {
   readonly name: string
   /** Sent as given, so a test can send malformed JSON. */
   readonly arguments: string
+  /** The call's `type`, `function` unless given; `null` sends null and `absent` leaves it out, as some compatible servers do. */
+  readonly type?: string | null | 'absent'
 }
 
 export interface FakeUsage {
@@ -172,7 +174,7 @@ export async function startFakeOpenAiServer(): Promise<FakeOpenAiServer> {
       completions += 1
       const toolCalls = answer.toolCalls.map((call) => ({
         id: call.id ?? `call_${++toolCallIds}`,
-        type: 'function',
+        ...(call.type === 'absent' ? {} : { type: call.type === undefined ? 'function' : call.type }),
         function: { name: call.name, arguments: call.arguments },
       }))
       send(response, 200, {
