@@ -160,6 +160,9 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
 /** A plain HTTP answer in the contract's error shape, then the socket is done. */
 function refuse(socket: Duplex, status: number, code: ErrorCode, message: string): void {
   if (socket.destroyed) return
+  // Node's HTTP server drops its own error listener from a socket it hands to `upgrade`: a client
+  // that resets the connection while this is written would otherwise end the process.
+  socket.on('error', () => undefined)
   const body = JSON.stringify({ error: { code, message } })
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +

@@ -119,6 +119,27 @@ describe('the webchat handshake', () => {
     expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
   })
 
+  it('survives clients that reset the connection as their upgrade is refused', async () => {
+    const { port } = new URL(service.url)
+    const resetAfterAsking = (path: string) =>
+      new Promise<void>((resolve) => {
+        const socket = connect(Number(port), '127.0.0.1', () => {
+          socket.write(
+            `GET ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+              'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          )
+          socket.resetAndDestroy()
+          resolve()
+        })
+        socket.on('error', () => resolve())
+      })
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      await resetAfterAsking(attempt % 2 === 0 ? '/elsewhere' : '/api/webchat/987654321')
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
+  })
+
   it('leaves plain HTTP on the same path to the HTTP API', async () => {
     const response = await fetch(`${service.url}/api/webchat/1`)
     expect(response.status).toBe(404)
