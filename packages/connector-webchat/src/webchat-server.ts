@@ -63,6 +63,12 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
   switchboard.registerConnector(connector)
   // The default maxPayload is 100 MiB; a larger frame closes the connection with 1009.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, clientTracking: false })
+  // ws refuses a request that is no valid WebSocket handshake (no Sec-WebSocket-Key, a version it
+  // does not speak) with a text body; with this listener it leaves the answer to us, in the
+  // contract's error shape (CONTRACT §2).
+  sockets.on('wsClientError', (error: Error, socket: Duplex) =>
+    refuse(socket, 400, 'VALIDATION_ERROR', `not a valid WebSocket handshake: ${error.message}`),
+  )
   const alive = new Map<WebSocket, boolean>()
   let closing = false
 

@@ -16,6 +16,33 @@ afterAll(async () => {
 
 const errorBody = (code: string) => ({ error: { code, message: expect.any(String) } })
 
+const HANDSHAKE_HEADERS = 'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'
+
+/** An upgrade request written by hand, for what a WebSocket client would never send; its raw answer. */
+function rawUpgrade(path: string, headers: string): Promise<{ status: number; body: unknown }> {
+  const { port } = new URL(service.url)
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1', () => {
+      socket.write(
+        `GET ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n${headers}\r\n`,
+      )
+    })
+    let text = ''
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString()
+    })
+    socket.on('close', () => {
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4)
+      let parsed: unknown = body
+      try {
+        parsed = JSON.parse(body)
+      } catch {}
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(text)?.[1]), body: parsed })
+    })
+    socket.on('error', reject)
+  })
+}
+
 describe('the webchat handshake', () => {
   it('answers 404 before the upgrade for an unknown integration, a malformed id or one of another type', async () => {
     const msgplatform = await service.api<{ id: string }>('POST', '/api/integrations', {
@@ -99,24 +126,24 @@ describe('the webchat handshake', () => {
   })
 
   it('answers 404 to an upgrade whose target is no URL, and keeps serving', async () => {
-    const { port } = new URL(service.url)
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () => {
-        socket.write(
-          'GET //[ HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
-            'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
-        )
-      })
-      let text = ''
-      socket.on('data', (chunk: Buffer) => {
-        text += chunk.toString()
-      })
-      socket.on('close', () => resolve(text))
-      socket.on('error', reject)
-    })
-    expect(answer).toMatch(/^HTTP\/1\.1 404 /)
-    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual(errorBody('NOT_FOUND'))
+    const answer = await rawUpgrade('//[', HANDSHAKE_HEADERS)
+    expect(answer.status).toBe(404)
+    expect(answer.body).toEqual(errorBody('NOT_FOUND'))
     expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
+  })
+
+  it('answers 400 in the error shape to an upgrade that is no valid WebSocket handshake', async () => {
+    const integrationId = await service.createWebchat({ entryAgentId: agentId })
+    const path = `/api/webchat/${integrationId}`
+    for (const headers of [
+      '',
+      'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n',
+      'Sec-WebSocket-Version: 7\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n',
+    ]) {
+      const answer = await rawUpgrade(path, headers)
+      expect(answer.status).toBe(400)
+      expect(answer.body).toEqual(errorBody('VALIDATION_ERROR'))
+    }
   })
 
   it('survives clients that reset the connection as their upgrade is refused', async () => {
