@@ -1,4 +1,4 @@
-import { type Server, STATUS_CODES } from 'node:http'
+import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { type SwitchboardError, switchboardError } from '@switchboard/core'
 import { ERROR_STATUS } from './error-status.js'
@@ -27,9 +27,14 @@ function hasResponseUnderway(socket: Duplex): boolean {
 /**
  * Answers requests Node refuses before the application sees them (headers over its size limit,
  * malformed framing such as two Content-Length headers) in the contract's JSON error shape, then
- * closes the connection: after a framing error the rest of its bytes cannot be trusted.
+ * closes the connection: after a framing error the rest of its bytes cannot be trusted. A request
+ * whose `Expect` names something other than `100-continue` is served as if it had none (RFC 9110
+ * lets a server ignore it), where Node would answer 417 with no body.
  */
-export function answerClientErrors(server: Pick<Server, 'on'>): void {
+export function answerClientErrors(server: Pick<Server, 'on' | 'emit'>): void {
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    server.emit('request', request, response)
+  })
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     const refusal = refusalOf(error.code)
     if (refusal === null || !socket.writable || hasResponseUnderway(socket)) {

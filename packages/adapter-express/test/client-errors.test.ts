@@ -92,6 +92,15 @@ describe('requests Node refuses before any route sees them', () => {
     expectContractError(answer, 400, 'VALIDATION_ERROR')
   })
 
+  it('serves a request whose Expect header names an expectation it does not know', async () => {
+    // Node's own answer would be a 417 without a body; RFC 9110 lets a server ignore the expectation.
+    const answer = await sendRaw(
+      'GET /ok HTTP/1.1\r\nHost: localhost\r\nExpect: something-else\r\nConnection: close\r\n\r\n',
+    )
+    expect(answer.status).toBe(200)
+    expect(answer.body).toEqual({ ok: true })
+  })
+
   it('still answers a well-formed request', async () => {
     const answer = await sendRaw('GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
     expect(answer.status).toBe(200)
