@@ -3,14 +3,31 @@ import { z } from 'zod'
 /** Webhook secrets shorter than this are too easy to guess (CONTRACT §5). */
 export const MIN_WEBHOOK_SECRET_LENGTH = 16
 
-const httpUrl = z
+/** The platform's API paths (`/v1/messages`, …) are appended to it as it is. */
+const apiBaseUrl = z
   .string()
   .max(2000)
   .refine((value) => {
     if (!URL.canParse(value)) return false
-    const { protocol } = new URL(value)
-    return protocol === 'http:' || protocol === 'https:'
-  }, 'must be an http or https URL')
+    const { protocol, search, hash, username, password } = new URL(value)
+    return (
+      (protocol === 'http:' || protocol === 'https:') &&
+      search === '' &&
+      hash === '' &&
+      username === '' &&
+      password === ''
+    )
+  }, 'must be an http or https URL without a query, a fragment or credentials')
+
+/** Sent as the `Authorization` header of every request to the platform. */
+const apiToken = z
+  .string()
+  .min(1)
+  .max(2000)
+  .regex(
+    /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
+    'must be printable ASCII without leading or trailing spaces (it is sent as a header)',
+  )
 
 /** `Origin` headers are `scheme://host[:port]`; any URL given is stored as its origin to match them. */
 const origin = z
@@ -27,8 +44,8 @@ const entryAgentId = z.number().int().positive().max(2_147_483_647)
 const webhookSecret = z.string().min(MIN_WEBHOOK_SECRET_LENGTH).max(500)
 
 export const msgplatformConfigSchema = z.strictObject({
-  apiBaseUrl: httpUrl,
-  apiToken: z.string().min(1).max(2000),
+  apiBaseUrl,
+  apiToken,
 })
 
 export const webchatConfigSchema = z.strictObject({

@@ -102,6 +102,24 @@ describe('integration service', () => {
     expect(await paths(msgplatformInput(foreignAgentId))).toEqual(['entryAgentId'])
   })
 
+  // Both are used as they are in every request to the platform: a query in the base URL ended up
+  // before the path (`https://x/?a=1/v1/messages`), and a token that is no header value made each
+  // send throw, retried five times as if the platform could not be reached.
+  it('refuses a base URL with a query, a fragment or credentials, and a token that is no header value', async () => {
+    const { integrations, agentId } = await setup()
+    const paths = async (config: Record<string, string>) => {
+      const created = await integrations.create(COMPANY, { ...msgplatformInput(agentId), config } as never)
+      return created.isOk() ? [] : (created.error.details as { path: string }[]).map((detail) => detail.path)
+    }
+    for (const apiBaseUrl of ['https://x/?a=1', 'https://x/#top', 'https://user:pw@x/']) {
+      expect(await paths({ apiBaseUrl, apiToken: 't' })).toEqual(['config.apiBaseUrl'])
+    }
+    for (const apiToken of ['line\nbreak', 'tab at the end\t', ' leading', 'emoji 🙂', 'nul\u0000']) {
+      expect(await paths({ apiBaseUrl: 'https://x', apiToken })).toEqual(['config.apiToken'])
+    }
+    expect(await paths({ apiBaseUrl: 'https://x/api/', apiToken: 'Bearer sk-123 abc' })).toEqual([])
+  })
+
   it('creates a webchat integration whose URL is its WebSocket endpoint', async () => {
     const { integrations, agentId } = await setup()
     const created = (
