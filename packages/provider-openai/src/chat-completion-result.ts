@@ -8,8 +8,11 @@ import type { ChatCompletion } from 'openai/resources/chat/completions'
  */
 export function fromChatCompletion(completion: ChatCompletion): Completion {
   // Checked by core as it receives it (text, tool calls, usage): this only maps the shape.
-  const choice = completion.choices[0]
-  if (choice === undefined) throw new Error('the model answered with no choice')
+  const choice = (completion.choices as ChatCompletion['choices'] | undefined)?.[0]
+  if (choice === undefined) throw new Error(`the model answered with no choice${serverSaid(completion)}`)
+  if ((choice.message as typeof choice.message | undefined) === undefined) {
+    throw new Error('the model answered with no message')
+  }
   const toolCalls: ToolCall[] = []
   for (const call of choice.message.tool_calls ?? []) {
     const type: unknown = call.type
@@ -42,4 +45,11 @@ function textOf(content: unknown): unknown {
     if (type === 'text' && typeof partText === 'string') text += partText
   }
   return text
+}
+
+/** What a compatible server that answers an error with a 200 said, as ` (message)`, or nothing. */
+function serverSaid(completion: unknown): string {
+  const error = (completion as { error?: { message?: unknown } } | null)?.error
+  const message = typeof error?.message === 'string' ? error.message.slice(0, 300) : ''
+  return message === '' ? '' : ` (${message})`
 }

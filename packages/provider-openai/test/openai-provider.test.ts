@@ -193,6 +193,20 @@ describe('the OpenAI provider: completions', () => {
     ])
   })
 
+  // Some compatible servers answer an error with a 200 in their own shape; the failure recorded on
+  // the session says what the server said, not a TypeError of reading a missing field.
+  it('rejects an answer with no choices with what the server said', async () => {
+    fake.enqueue({ kind: 'raw', body: { error: { message: 'model is loading' } }, delayMs: 0 })
+    fake.enqueue({ kind: 'raw', body: { choices: [{ index: 0 }] }, delayMs: 0 })
+
+    await expect(provider.complete({ model: 'local', messages: conversation, tools: [] })).rejects.toThrow(
+      'the model answered with no choice (model is loading)',
+    )
+    await expect(provider.complete({ model: 'local', messages: conversation, tools: [] })).rejects.toThrow(
+      'the model answered with no message',
+    )
+  })
+
   it('joins the text parts of content a compatible server sends as an array', async () => {
     fake.enqueue(
       replyAnswer([

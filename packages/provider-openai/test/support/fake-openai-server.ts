@@ -28,6 +28,12 @@ export type FakeAnswer =
       readonly delayMs: number
     }
   | {
+      /** A 200 whose body is sent as it is, for servers that answer in their own shape. */
+      readonly kind: 'raw'
+      readonly body: unknown
+      readonly delayMs: number
+    }
+  | {
       readonly kind: 'error'
       readonly status: number
       readonly message: string
@@ -169,6 +175,10 @@ export async function startFakeOpenAiServer(): Promise<FakeOpenAiServer> {
               : { 'retry-after': String(answer.retryAfterSeconds) }),
           },
         )
+        return
+      }
+      if (answer.kind === 'raw') {
+        send(response, 200, answer.body)
         return
       }
       completions += 1
