@@ -7,6 +7,7 @@ import {
 import pg from 'pg'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { createMutex } from './mutex.js'
+import { statementsUnderWay } from './statements-under-way.js'
 import { storableParameters } from './storable-text.js'
 
 export interface PgDbOptions extends pg.PoolConfig {
@@ -83,16 +84,19 @@ export function createPgDb(options: PgDbOptions): Db {
       let open = true
       /** The first statement that failed: PostgreSQL then answers COMMIT with a rollback. */
       const failures: unknown[] = []
+      const underWay = statementsUnderWay()
       const client: DbClient = {
         query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
           // The connection is back in the pool by now, serving somebody else's transaction.
           if (!open)
             return Promise.reject(new Error('The transaction is already over; use the storage instead'))
           holdWritesThisTick(connection)
-          return run<Row>(connection, sql, params).catch((error: unknown) => {
-            failures.push(error)
-            throw error
-          })
+          return underWay.track(
+            run<Row>(connection, sql, params).catch((error: unknown) => {
+              failures.push(error)
+              throw error
+            }),
+          )
         },
       }
       try {
@@ -101,6 +105,7 @@ export function createPgDb(options: PgDbOptions): Db {
         holdWritesThisTick(connection)
         const begun = connection.query('BEGIN')
         const result = await Promise.all([begun, fn(client)]).then(([, value]) => value)
+        await underWay.settled()
         // A statement failed and `fn` went on: the transaction is aborted, and its COMMIT would
         // answer ROLLBACK without an error, as if all went well.
         if (failures.length > 0) throw failures[0]

@@ -6,6 +6,7 @@ import { PGlite } from '@electric-sql/pglite'
 import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { migrate } from './migrate.js'
+import { statementsUnderWay } from './statements-under-way.js'
 import { storableParameters } from './storable-text.js'
 
 /**
@@ -141,21 +142,25 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
       return pglite.transaction(async (transaction) => {
         /** The first statement that failed: the transaction is aborted, whatever `fn` does next. */
         const failures: unknown[] = []
+        const underWay = statementsUnderWay()
         const client: DbClient = {
-          async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
+          query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
             if (transaction.closed)
-              throw new Error('The transaction is already over; use the storage instead')
-            try {
-              const result = await transaction.query<Row>(sql, storableParameters(params))
-              return result.rows
-            } catch (error) {
-              const failure = withoutParameters(error)
-              failures.push(failure)
-              throw failure
-            }
+              return Promise.reject(new Error('The transaction is already over; use the storage instead'))
+            return underWay.track(
+              transaction.query<Row>(sql, storableParameters(params)).then(
+                (result) => result.rows,
+                (error: unknown) => {
+                  const failure = withoutParameters(error)
+                  failures.push(failure)
+                  throw failure
+                },
+              ),
+            )
           },
         }
         const result = await fn(client)
+        await underWay.settled()
         // Thrown here, PGlite rolls back instead of sending a COMMIT that would answer ROLLBACK.
         if (failures.length > 0) throw failures[0]
         return result

@@ -53,6 +53,26 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     }
   })
 
+  // A statement started and not waited for may fail after the function returned: its COMMIT then
+  // answers ROLLBACK without an error, and the caller must not hear that all went well.
+  it('rejects a Db transaction one of whose statements failed after its function returned', async () => {
+    const db = context.db()
+    const table = `late_failure_${randomUUID().replaceAll('-', '')}`
+    await db.query(`CREATE TABLE ${table} (id integer PRIMARY KEY)`)
+    try {
+      await expect(
+        db.transaction(async (client) => {
+          await client.query(`INSERT INTO ${table} (id) VALUES (1)`)
+          void client.query(`INSERT INTO ${table} (id) VALUES (1)`).catch(() => undefined)
+          return 'returned'
+        }),
+      ).rejects.toThrow()
+      expect(await db.query(`SELECT id FROM ${table}`)).toEqual([])
+    } finally {
+      await db.query(`DROP TABLE ${table}`)
+    }
+  })
+
   it('applies nothing when migrated again, however often and however many at once', async () => {
     const results = await Promise.all([migrate({ db: context.db() }), migrate({ db: context.db() })])
     expect(results).toEqual([{ applied: [] }, { applied: [] }])
