@@ -181,6 +181,11 @@ export async function startReferenceServer(
       resolve()
     })
   })
+  // Once listening, an error here is an accepted connection that failed (EMFILE when out of file
+  // descriptors): unheard, it would end the process and every connection with it.
+  server.on('error', (error) =>
+    logger.error({ error: String(error) }, 'the HTTP server failed to accept a connection'),
+  )
   const address = server.address() as AddressInfo
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`

@@ -3,7 +3,7 @@ import { request as httpsRequest } from 'node:https'
 import { connect } from 'node:net'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
 import { pino } from 'pino'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { readConfig } from '../src/config.js'
 import { type ReferenceServer, startReferenceServer } from '../src/start-reference-server.js'
 
@@ -204,6 +204,22 @@ describe('the reference server', () => {
     expect(JSON.parse(framing.split('\r\n\r\n')[1]!)).toEqual({
       error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
     })
+  })
+
+  // Node emits an accept failure (EMFILE: out of file descriptors) on the listening server, where
+  // an 'error' event nobody listens to ends the process; the server logs it and keeps serving.
+  it('logs an error of the listening server, such as running out of file descriptors, and keeps serving', async () => {
+    const service = await start({ LOG_LEVEL: 'error' })
+    const logged = vi.spyOn(service.logger, 'error')
+    const failure = Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' })
+
+    expect(() => service.server.emit('error', failure)).not.toThrow()
+
+    expect(logged).toHaveBeenCalledWith(
+      expect.objectContaining({ error: expect.stringContaining('EMFILE') }),
+      expect.any(String),
+    )
+    expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
   })
 
   it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {
