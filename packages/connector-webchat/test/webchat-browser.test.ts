@@ -3,7 +3,7 @@ import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { reply } from '@switchboard/core/testing'
-import { type BrowserContext, chromium } from 'playwright-core'
+import { type BrowserContext, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Service, startService } from './support/start-service.js'
 
@@ -101,7 +101,7 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
   describe('against a scripted socket', () => {
     // A WebSocket stand-in the test drives from outside: each socket the widget opens is kept in
     // window.__sockets; `accept()` opens it, `refuse()` ends it the way a refused handshake does
-    // (a close without an open), `deliver(frame)` hands the widget a frame.
+    // (a close without an open), `drop()` ends an open one, `deliver(frame)` hands the widget a frame.
     const FAKE_SOCKET = `
       window.__sockets = []
       window.WebSocket = class {
@@ -116,6 +116,7 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
         close() {}
         accept() { for (const listener of this.listeners.open) listener({}) }
         refuse() { for (const listener of this.listeners.close) listener({ code: 1006 }) }
+        drop() { for (const listener of this.listeners.close) listener({ code: 1006 }) }
         deliver(frame) { for (const listener of this.listeners.message) listener({ data: JSON.stringify(frame) }) }
       }
     `
@@ -124,8 +125,10 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
     /** The stand-in as the page sees it. */
     interface ScriptedSocket {
       readonly url: string
+      readonly sent: Record<string, unknown>[]
       accept(): void
       refuse(): void
+      drop(): void
       deliver(frame: unknown): void
     }
 
@@ -210,6 +213,137 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
       expect(tried.slice(0, 3).every((url) => url.endsWith('?token=saved-token'))).toBe(true)
       // Refused three times over with the server up: the token itself is refused (a new secret).
       expect(tried[3]).not.toContain('token=')
+      await page.context().close()
+    })
+
+    /** The conversation as the fake server stored it, in the order it was written (its sequence). */
+    type MessageFrame = { type: 'message'; messageId: string; role: string; text: string; at: string }
+    const written = (id: number, role: string, text: string): MessageFrame => ({
+      type: 'message',
+      messageId: `00000000-0000-4000-8000-${String(id).padStart(12, '0')}`,
+      role,
+      text,
+      at: `2026-01-01T00:00:0${id}.000Z`,
+    })
+
+    /** Drives socket `index` of the page (the widget's first connection is 0). */
+    const onSocket = (page: Page, index: number) => {
+      const sent = () =>
+        page.evaluate(
+          (at) => (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets[at]?.sent ?? [],
+          index,
+        )
+      const call = (method: 'accept' | 'drop', frames: unknown[] = []) =>
+        page.evaluate(
+          ([at, name, delivered]) => {
+            const socket = (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets[at]!
+            if (name === 'accept') socket.accept()
+            for (const frame of delivered) socket.deliver(frame)
+            if (name === 'drop') socket.drop()
+          },
+          [index, method, frames] as const,
+        )
+      return {
+        /** Opens once the widget made this socket; the session frame follows. */
+        async open() {
+          await expect
+            .poll(
+              () => page.evaluate(() => (globalThis as unknown as { __sockets: unknown[] }).__sockets.length),
+              {
+                timeout: 10_000,
+              },
+            )
+            .toBeGreaterThan(index)
+          await call('accept', [{ type: 'session', sessionId: SESSION, visitorToken: 't', state: 'ongoing' }])
+        },
+        deliver: (...frames: unknown[]) =>
+          page.evaluate(
+            ([at, delivered]) => {
+              const socket = (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets[at]!
+              for (const frame of delivered) socket.deliver(frame)
+            },
+            [index, frames] as const,
+          ),
+        drop: () => call('drop'),
+        /** The frames the widget sent of a type, once there is one. */
+        async sentOf(type: string) {
+          await expect.poll(async () => (await sent()).some((frame) => frame.type === type)).toBe(true)
+          return (await sent()).filter((frame) => frame.type === type)
+        },
+        /** Answers the widget's history frame as the server does: what was written after `since`. */
+        async answerHistory(conversation: readonly MessageFrame[]) {
+          const [history] = await this.sentOf('history')
+          const since = history?.since
+          if (since === undefined) {
+            await this.deliver(...conversation)
+            return
+          }
+          const from = conversation.findIndex((frame) => frame.messageId === since) + 1
+          // The server answers VALIDATION_ERROR instead; the widget never sends such a `since`.
+          expect(from, `history since ${String(since)}`).toBeGreaterThan(0)
+          await this.deliver(...conversation.slice(from))
+        },
+      }
+    }
+    const shownTexts = (page: Page) => page.locator('#switchboard-webchat .message').allTextContents()
+
+    const hello = written(1, 'customer', 'Hello')
+    const hi = written(2, 'agent', 'Hi, how can I help?')
+    // Committed before the customer's next message, delivered after its ack.
+    const reply = written(3, 'agent', 'Your parcel left this morning.')
+    const next = written(4, 'customer', 'Where is my parcel?')
+
+    // The ack of the customer's own message moved the point history was asked from past a reply
+    // written before it and not delivered yet: a drop in between, and the reply never showed.
+    it('shows a reply written before an acked message that the connection dropped before delivering', {
+      timeout: 30_000,
+    }, async () => {
+      // The demo page opens the widget, which connects at once.
+      const page = await openDemo()
+      const first = onSocket(page, 0)
+      await first.open()
+      await first.answerHistory([hello, hi])
+      await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text])
+
+      const input = page.locator('#switchboard-webchat textarea')
+      await input.fill(next.text)
+      await input.press('Enter')
+      const [sentMessage] = await first.sentOf('message')
+      await first.deliver({
+        type: 'ack',
+        clientMessageId: sentMessage?.clientMessageId,
+        messageId: next.messageId,
+      })
+      await first.drop()
+
+      const second = onSocket(page, 1)
+      await second.open()
+      await second.answerHistory([hello, hi, reply, next])
+      await expect.poll(() => shownTexts(page)).toContain(reply.text)
+      expect((await shownTexts(page)).toSorted()).toEqual(
+        [hello.text, hi.text, reply.text, next.text].toSorted(),
+      )
+      await page.context().close()
+    })
+
+    // The same in the visitor's other tab: the copy of the message sent from the first one
+    // overtook the reply written before it.
+    it('shows a reply written before a message from another tab that arrived first', {
+      timeout: 30_000,
+    }, async () => {
+      // The demo page opens the widget, which connects at once.
+      const page = await openDemo()
+      const first = onSocket(page, 0)
+      await first.open()
+      await first.answerHistory([hello, hi])
+      await first.deliver(next)
+      await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text, next.text])
+      await first.drop()
+
+      const second = onSocket(page, 1)
+      await second.open()
+      await second.answerHistory([hello, hi, reply, next])
+      await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text, reply.text, next.text])
       await page.context().close()
     })
   })

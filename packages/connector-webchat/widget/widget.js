@@ -34,12 +34,16 @@
   /** No session frame yet on this connection: the first one resends what was never acked. */
   let freshConnection = false
   let sessionId = saved.sessionId || null
-  let lastMessageId = null
   /**
-   * When the message `lastMessageId` names was written; null after an ack, which does not say:
-   * the next message frame then takes its place whatever its time (at worst history sends again
-   * what is shown, which is skipped).
+   * Where history is asked from on a reconnect: the newest message frame of the agent, an operator
+   * or the system, by when it was written (`at`). Neither an ack nor a customer's message frame
+   * moves it: a reply written before the customer's message can still be on its way when the ack
+   * (or, in another tab, the copy of the message) arrives, and history asked for since that
+   * message would never send the reply. History then sends again the customer's messages shown,
+   * which are skipped.
    */
+  let lastMessageId = null
+  /** When the message `lastMessageId` names was written. */
   let lastMessageAt = null
   let retryMs = RETRY_MIN_MS
   let retryTimer = null
@@ -198,7 +202,7 @@
 
   function showMessage(frame) {
     // History is asked for since the newest message seen, not the one that arrived last.
-    if (!(lastMessageAt > frame.at)) {
+    if (frame.role !== 'customer' && !(lastMessageAt > frame.at)) {
       lastMessageId = frame.messageId
       lastMessageAt = frame.at
     }
@@ -301,8 +305,6 @@
         if (item === undefined) return
         pending.delete(frame.clientMessageId)
         save()
-        lastMessageId = frame.messageId
-        lastMessageAt = null
         if (shown.has(frame.messageId)) {
           // Stored before a reload and already back through history: keep that one.
           if (item.element) item.element.remove()
