@@ -132,8 +132,9 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
       deliver(frame: unknown): void
     }
 
-    async function openDemo(token?: string) {
-      const context = await browser.browser()?.newContext()
+    /** The demo page in a new browser context, or in `tabOf`'s (another tab of the same visitor). */
+    async function openDemo(token?: string, tabOf?: Page) {
+      const context = tabOf?.context() ?? (await browser.browser()?.newContext())
       const page = context === undefined ? await browser.newPage() : await context.newPage()
       await page.addInitScript(FAKE_SOCKET)
       const integrationId = 41
@@ -344,6 +345,35 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
       await second.open()
       await second.answerHistory([hello, hi, reply, next])
       await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text, reply.text, next.text])
+      await page.context().close()
+    })
+
+    // Tabs share the saved state, and each wrote its own unsent messages over the others': a
+    // message typed while offline was gone from storage once another tab connected, and a reload
+    // of its tab neither showed nor sent it.
+    it("keeps a tab's unsent message through another tab's save and a reload", {
+      timeout: 30_000,
+    }, async () => {
+      const page = await openDemo()
+      const first = onSocket(page, 0)
+      await first.open()
+      await first.answerHistory([hello, hi])
+      await first.drop()
+      const otherTab = await openDemo(undefined, page)
+
+      const input = page.locator('#switchboard-webchat textarea')
+      await input.fill(next.text)
+      await input.press('Enter')
+      // The other tab connects meanwhile, and saves.
+      await onSocket(otherTab, 0).open()
+      await otherTab.close()
+
+      await page.reload()
+      await expect.poll(() => shownTexts(page)).toEqual([next.text])
+      const afterReload = onSocket(page, 0)
+      await afterReload.open()
+      const [resent] = await afterReload.sentOf('message')
+      expect(resent?.text).toBe(next.text)
       await page.context().close()
     })
   })

@@ -55,6 +55,8 @@
   let unread = 0
   const shown = new Map()
   const pending = new Map((saved.pending || []).map((item) => [item.clientMessageId, item]))
+  /** The clientMessageIds of messages this tab saw acked. */
+  const settled = new Set()
 
   function load() {
     try {
@@ -66,9 +68,19 @@
 
   function save() {
     try {
+      // The visitor's other tabs keep their unsent messages here too: theirs stay (less those this
+      // tab saw acked), or a reload of such a tab would neither show nor send them.
+      const stored = load().pending
+      const kept = new Map()
+      for (const item of Array.isArray(stored) ? stored : []) {
+        if (item && !settled.has(item.clientMessageId)) kept.set(item.clientMessageId, item)
+      }
+      for (const item of pending.values()) {
+        kept.set(item.clientMessageId, { clientMessageId: item.clientMessageId, text: item.text })
+      }
       localStorage.setItem(
         storageKey,
-        JSON.stringify({ token: saved.token, sessionId, pending: [...pending.values()] }),
+        JSON.stringify({ token: saved.token, sessionId, pending: [...kept.values()] }),
       )
     } catch {
       // Storage may be disabled (private mode): the chat works, it just will not resume.
@@ -304,6 +316,7 @@
         const item = pending.get(frame.clientMessageId)
         if (item === undefined) return
         pending.delete(frame.clientMessageId)
+        settled.add(frame.clientMessageId)
         save()
         if (shown.has(frame.messageId)) {
           // Stored before a reload and already back through history: keep that one.
