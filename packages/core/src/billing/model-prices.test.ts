@@ -20,6 +20,13 @@ describe('model prices', () => {
     ).toBe(3)
   })
 
+  it('prices a model named like an Object.prototype member as an unknown model', () => {
+    const table = createPriceTable()
+    for (const model of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+      expect(table.cost(model, { inputTokens: 1_000_000, outputTokens: 1_000_000 })).toBe(5)
+    }
+  })
+
   it('rounds to the ledger precision of 9 decimal places', () => {
     expect(createPriceTable().cost('gpt-4o-mini', { inputTokens: 1, outputTokens: 1 })).toBe(0.00000075)
   })

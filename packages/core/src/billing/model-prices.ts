@@ -31,7 +31,9 @@ export function createPriceTable(
   const fallback = options.unknownModel ?? DEFAULT_UNKNOWN_MODEL_PRICE
   return {
     cost(model, usage) {
-      const price = prices[model] ?? fallback
+      // Own keys only: a model named `constructor` or `toString` would otherwise find a function of
+      // Object.prototype, priced NaN, and every turn with it would fail to record its usage.
+      const price = Object.hasOwn(prices, model) ? (prices[model] ?? fallback) : fallback
       const raw =
         (usage.inputTokens * price.inputPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
       return Math.round(raw * 1e9) / 1e9
