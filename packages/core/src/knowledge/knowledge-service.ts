@@ -73,10 +73,15 @@ export function createKnowledgeService(options: {
 
     async remove({ companyId, agentId, documentId }) {
       if (!(await agentExists(companyId, agentId))) return err(agentNotFound())
-      const deleted = await storage.knowledgeDocuments.delete({ companyId, agentId, id: documentId })
-      if (!deleted) return err(switchboardError('NOT_FOUND', 'document not found'))
+      const notFound = () => err(switchboardError('NOT_FOUND', 'document not found'))
+      if ((await storage.knowledgeDocuments.get({ companyId, agentId, id: documentId })) === null) {
+        return notFound()
+      }
+      // The passages go first: a failure between the two steps leaves the document listed, so
+      // asking again removes it, instead of passages no document names, answering customers for good.
       await knowledge.remove({ companyId, documentId })
-      return ok(null)
+      const deleted = await storage.knowledgeDocuments.delete({ companyId, agentId, id: documentId })
+      return deleted ? ok(null) : notFound()
     },
   }
 }
