@@ -21,6 +21,25 @@ function isDeepFrozen(value: unknown): boolean {
 }
 
 describe('memory storage', () => {
+  it('shows a read made on the storage while a transaction starts none of its writes, rolled back', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 7)
+    const { companyId, id } = channel.agent
+    let read: Promise<unknown> | undefined
+
+    await expect(
+      storage.transaction(async (tx) => {
+        const write = tx.agents.update({ companyId, id, patch: { name: 'never committed' }, at: at() })
+        // The storage itself, before the transaction's first await: it must wait for the transaction.
+        read = storage.agents.get({ companyId, id })
+        await write
+        throw new Error('rolled back on purpose')
+      }),
+    ).rejects.toThrow('rolled back on purpose')
+
+    expect(await read).toMatchObject({ name: channel.agent.name })
+  })
+
   it('is of kind memory and numbers agents and integrations from 1', async () => {
     const storage = createMemoryStorage()
     const channel = await createChannel(storage, 7)

@@ -37,6 +37,23 @@ describe('the mutex', () => {
     expect(mutex.isFree()).toBe(true)
   })
 
+  it('makes a task queued while the first one starts wait for it, like any other', async () => {
+    const mutex = createMutex()
+    const events: string[] = []
+    let inner: Promise<void> | undefined
+    await mutex.run(async () => {
+      events.push('outer start')
+      // Queued before the outer task's first await: it must still wait for the outer one.
+      inner = mutex.run(async () => {
+        events.push('inner')
+      })
+      await new Promise((resolve) => setTimeout(resolve, 1))
+      events.push('outer end')
+    })
+    await inner
+    expect(events).toEqual(['outer start', 'outer end', 'inner'])
+  })
+
   it('turns a task that throws before returning its promise into a rejection, and stays usable', async () => {
     const mutex = createMutex()
     const throwing = (() => {

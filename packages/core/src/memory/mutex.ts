@@ -20,10 +20,21 @@ class QueueMutex implements Mutex {
   run<T>(task: () => Promise<T>): Promise<T> {
     const free = this.pending === 0
     this.pending += 1
-    // Nobody to wait for: start now rather than a microtask later, behind a settled tail.
-    const result = free ? start(task) : this.tail.then(task)
-    // A failed task must not fail the ones queued behind it.
-    this.tail = result.then(this.settle, this.settle)
+    if (!free) {
+      const result = this.tail.then(task)
+      // A failed task must not fail the ones queued behind it.
+      this.tail = result.then(this.settle, this.settle)
+      return result
+    }
+    // Nobody to wait for: start now rather than a microtask later, behind a settled tail. The tail
+    // is this task's before it starts: a task queued during its first synchronous stretch (by the
+    // task itself) would otherwise chain on the old, settled tail and run alongside it.
+    let release!: () => void
+    this.tail = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const result = start(task)
+    result.then(this.settle, this.settle).then(release)
     return result
   }
 }
