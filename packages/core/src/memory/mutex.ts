@@ -9,6 +9,14 @@ class QueueMutex implements Mutex {
   private tail: Promise<unknown> = Promise.resolve()
   /** Tasks queued or running; counted from `run`, so a task not started yet already holds it. */
   private pending = 0
+  /** Whether a task that found the mutex free is in its first synchronous stretch. */
+  private starting = false
+  /**
+   * Opens the tail of the tasks queued during that stretch (by the task itself), once the task
+   * settles: its own tail does not exist yet, and chained on the old, settled one they would run
+   * alongside it. Made only when that happens, so the usual call allocates nothing more.
+   */
+  private gate: (() => void) | null = null
   private readonly settle = (): void => {
     this.pending -= 1
   }
@@ -21,20 +29,32 @@ class QueueMutex implements Mutex {
     const free = this.pending === 0
     this.pending += 1
     if (!free) {
+      if (this.starting && this.gate === null) {
+        this.tail = new Promise<void>((resolve) => {
+          this.gate = resolve
+        })
+      }
       const result = this.tail.then(task)
       // A failed task must not fail the ones queued behind it.
       this.tail = result.then(this.settle, this.settle)
       return result
     }
-    // Nobody to wait for: start now rather than a microtask later, behind a settled tail. The tail
-    // is this task's before it starts: a task queued during its first synchronous stretch (by the
-    // task itself) would otherwise chain on the old, settled tail and run alongside it.
-    let release!: () => void
-    this.tail = new Promise<void>((resolve) => {
-      release = resolve
-    })
-    const result = start(task)
-    result.then(this.settle, this.settle).then(release)
+    // Nobody to wait for: start now rather than a microtask later, behind a settled tail.
+    this.starting = true
+    let result: Promise<T>
+    try {
+      result = start(task)
+    } finally {
+      this.starting = false
+    }
+    const settled = result.then(this.settle, this.settle)
+    const gate = this.gate
+    if (gate === null) {
+      this.tail = settled
+    } else {
+      this.gate = null
+      void settled.then(gate)
+    }
     return result
   }
 }
