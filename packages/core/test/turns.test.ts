@@ -27,6 +27,33 @@ describe('an agent turn', () => {
     return trips
   }
 
+  // PostgreSQL text cannot hold U+0000 and UTF-8 cannot hold a lone surrogate; a storage may keep
+  // them or write U+FFFD (the conformance suite allows both), so core hands over neither.
+  it('stores and sends U+0000 and lone surrogates in any message as U+FFFD, whatever the storage keeps', async () => {
+    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
+    harness.model.script(harness.agent('support'), reply('x\u0000y\uDC00z\uD83D\uDE00'))
+    const ann = harness.customer('ann')
+
+    const received = await ann.sends('a\u0000b\uD800c\uD83D\uDE00')
+    await harness.switchboard.idle()
+    const { id: sessionId } = await ann.session()
+    const sent = await harness.switchboard.sessions.sendOperatorMessage({
+      companyId: harness.companyId,
+      sessionId,
+      text: 'o\uD800\u0000',
+    })
+    await harness.switchboard.idle()
+
+    expect(received.message.text).toBe('a\uFFFDb\uFFFDc\uD83D\uDE00')
+    expect(sent._unsafeUnwrap().text).toBe('o\uFFFD\uFFFD')
+    expect((await ann.messages()).map((message) => message.text)).toEqual([
+      'a\uFFFDb\uFFFDc\uD83D\uDE00',
+      'x\uFFFDy\uFFFDz\uD83D\uDE00',
+      'o\uFFFD\uFFFD',
+    ])
+    expect(ann.received().map((sent) => sent.text)).toEqual(['x\uFFFDy\uFFFDz\uD83D\uDE00', 'o\uFFFD\uFFFD'])
+  })
+
   it('reads what a turn needs in two round trips: the job rows, then the agent, channel and history', async () => {
     const trips = await tripsOfOneAnswer()
     const leased = trips.findIndex((trip) => trip.includes('jobs.lease'))

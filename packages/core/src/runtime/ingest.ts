@@ -1,6 +1,7 @@
 import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
+import { storableText } from '../domain/storable-text.js'
 import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
 import { type CustomerAddress, followCustomer, openNewSession } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
@@ -66,7 +67,7 @@ export function customerMessage(
     sessionId: session.id,
     integrationId: inbound.integrationId,
     role: 'customer',
-    text: inbound.text,
+    text: storableText(inbound.text),
     at: now,
     ...(inbound.externalId === undefined ? {} : { externalId: inbound.externalId }),
     ...(inbound.channelId === undefined ? {} : { channelId: inbound.channelId }),

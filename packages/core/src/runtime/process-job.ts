@@ -5,6 +5,7 @@ import { isoTimestamp } from '../domain/iso-timestamp.js'
 import { channelOf, type Message, type Session, type SessionErrorRecord } from '../domain/session.js'
 import { transition, withState } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
+import { storableText } from '../domain/storable-text.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
 import type { JobLease } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
@@ -156,7 +157,7 @@ export async function processJob(
           sessionId: current.id,
           integrationId: current.integrationId,
           role: outgoing.role,
-          text: outgoing.text,
+          text: storableText(outgoing.text),
           agentId: outgoing.agentId,
           at: now,
           // Back on the channel of the message answered, wherever the customer wrote from since.

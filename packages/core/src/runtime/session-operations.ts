@@ -10,6 +10,7 @@ import {
   withState,
 } from '../domain/session-state-machine.js'
 import { withJourneyStep } from '../domain/shared-context.js'
+import { storableText } from '../domain/storable-text.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
 import { type Repositories, TransactionConflictError } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
@@ -195,7 +196,7 @@ export function createSessionOperations(
             sessionId: session.id,
             integrationId: session.integrationId,
             role: 'operator',
-            text: target.text,
+            text: storableText(target.text),
             at,
             delivery: 'pending',
           })
