@@ -6,11 +6,24 @@ import { sendError } from './send-error.js'
 
 export const BODY_LIMIT_BYTES = 1024 * 1024
 
-/** JSON bodies up to 1 MiB; anything else the route validates. */
+/** Half of a UTF-16 pair without its other half. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
+
+/**
+ * Every string of a body with each lone surrogate (a JSON escape such as `\ud800`) replaced by
+ * U+FFFD. UTF-8 has no bytes for one: PostgreSQL stores U+FFFD in its place, the memory storage the
+ * surrogate itself; replacing it at the door answers alike whatever the storage.
+ */
+function wellFormedStrings(_key: string, value: unknown): unknown {
+  return typeof value === 'string' ? value.replace(LONE_SURROGATE, '\uFFFD') : value
+}
+
+/** JSON bodies up to 1 MiB, lone surrogates as U+FFFD; anything else the route validates. */
 export const jsonBody: RequestHandler = express.json({
   limit: BODY_LIMIT_BYTES,
   strict: false,
   type: () => true,
+  reviver: wellFormedStrings,
 })
 
 /**

@@ -246,6 +246,26 @@ describe('U+0000 in a body', () => {
   })
 })
 
+describe('a lone surrogate in a body', () => {
+  // UTF-8 has no bytes for half of a UTF-16 pair: PostgreSQL stores U+FFFD in its place, so every
+  // storage is handed U+FFFD and answers alike.
+  it('is kept as U+FFFD, in the answer and in what is stored', async () => {
+    const email = freshEmail()
+    const answer = await server.request('POST', '/api/auth/register', {
+      rawBody: `{"email":"${email}","password":"${TEST_PASSWORD}","companyName":"a\\ud800b\\udc00c\\ud83d\\ude00"}`,
+    })
+    expect(answer.status).toBe(201)
+    expect((answer.body as Registered).company.companyName).toBe('a\uFFFDb\uFFFDc\uD83D\uDE00')
+    const { session } = (
+      await server.request('POST', '/api/auth/login', { body: { email, password: TEST_PASSWORD } })
+    ).body as { session: SessionTokens }
+    const me = await server.request('GET', '/api/auth/me', { token: session.access_token })
+    expect((me.body as { company: { companyName: string } }).company.companyName).toBe(
+      'a\uFFFDb\uFFFDc\uD83D\uDE00',
+    )
+  })
+})
+
 describe('POST /api/auth/login', () => {
   it('answers 200 with session {access_token, refresh_token, expires_at in Unix seconds} and user {id, email, companyId}', async () => {
     const email = freshEmail()
