@@ -27,6 +27,10 @@ export function createLoginFailureRepository(client: DbClient): LoginFailureRepo
       return row === undefined || row.oldest === null ? null : toIso(row.oldest)
     },
 
+    async forgetBefore({ before }) {
+      await client.query('DELETE FROM login_failures WHERE at <= $1::timestamptz', [timeParameter(before)])
+    },
+
     async forget({ emailKey, at }) {
       // One row, even when several attempts were recorded in the same millisecond; SKIP LOCKED,
       // so forgets running at once each take a row of their own instead of all picking the first.

@@ -358,6 +358,29 @@ describe('login', () => {
     expect(errorOf(await succeed()).code).toBe('RATE_LIMITED')
   })
 
+  // Failures that left the window count for nothing; kept, every email ever guessed at would hold
+  // its rows for good (a spray of wrong passwords over many emails grew the table without end).
+  it('forgets the failures that left the window, of every email, once a window', async () => {
+    const { accounts, clock, storage, register } = setup()
+    await register()
+    const forgetBefore = vi.spyOn(storage.loginFailures, 'forgetBefore')
+    const everFailed = (email: string) =>
+      storage.loginFailures.count({ emailKey: sha256Hex(email), since: new Date(0) })
+    for (const email of ['ada@example.com', 'bob@example.com', 'eve@example.com']) {
+      await accounts.login({ email, password: 'wrong password' })
+    }
+    expect(await everFailed('bob@example.com')).toBe(1)
+
+    await clock.advance(900_000)
+    await accounts.login({ email: 'carol@example.com', password: 'wrong password' })
+    await accounts.login({ email: 'carol@example.com', password: 'wrong password' })
+
+    await vi.waitFor(async () => expect(await everFailed('bob@example.com')).toBe(0))
+    expect(await everFailed('ada@example.com')).toBe(0)
+    expect(await everFailed('carol@example.com')).toBe(2)
+    expect(forgetBefore).toHaveBeenCalledTimes(2)
+  })
+
   it('honours a custom window', async () => {
     const { accounts, clock, register } = setup({
       settings: { maxFailedLogins: 1, failedLoginWindowSeconds: 60 },

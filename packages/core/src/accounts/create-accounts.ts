@@ -200,6 +200,21 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     }
   }
 
+  /** When this process last had the failures that left the window deleted, in clock milliseconds. */
+  let lastForgotten = Number.NEGATIVE_INFINITY
+
+  /**
+   * At most once a window, has the failures of every email that left it deleted: they count for
+   * nothing, and kept, every email ever guessed at would hold its rows for good. Housekeeping off
+   * the login's path: a failure here is tried again a window later.
+   */
+  const forgetExpiredFailures = (now: Date): void => {
+    const windowMs = settings.failedLoginWindowSeconds * 1000
+    if (now.getTime() - lastForgotten < windowMs) return
+    lastForgotten = now.getTime()
+    storage.loginFailures.forgetBefore({ before: new Date(now.getTime() - windowMs) }).catch(nothing)
+  }
+
   /** The second half of a login, once its attempt is counted: a success takes back its own record only. */
   const checkPassword = async (
     email: string,
@@ -264,6 +279,7 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     },
 
     async login({ email, password }) {
+      forgetExpiredFailures(clock.now())
       const emailKey = loginFailureKey(email)
       let underWay = loginsUnderWay.get(emailKey)
       if (underWay === undefined) {

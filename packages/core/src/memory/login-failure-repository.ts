@@ -33,6 +33,16 @@ export function createLoginFailureRepository(options: {
         return times.length === 0 ? null : new Date(Math.min(...times)).toISOString()
       }),
 
+    forgetBefore: ({ before }) =>
+      statement((log) => {
+        for (const [emailKey, times] of loginFailures.byKey) {
+          const kept = times.filter((time) => time > before.getTime())
+          if (kept.length === times.length) continue
+          if (kept.length === 0) log.delete(loginFailures.byKey, emailKey)
+          else log.set(loginFailures.byKey, emailKey, kept)
+        }
+      }),
+
     forget: ({ emailKey, at }) =>
       statement((log) => {
         const times = loginFailures.byKey.get(emailKey) ?? []

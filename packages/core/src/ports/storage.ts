@@ -440,6 +440,11 @@ export interface LoginFailureRepository {
    * success. The other failures stay until they leave the window.
    */
   forget(options: { emailKey: string; at: Date }): Promise<void>
+  /**
+   * Deletes the failures of every email recorded at or before `before`: they have left the window
+   * and count for nothing. Housekeeping, so that records do not pile up for good.
+   */
+  forgetBefore(options: { before: Date }): Promise<void>
 }
 
 export interface WebhookLog {

@@ -640,6 +640,23 @@ export function runAccountStorageConformance(
         await storage.loginFailures.forget({ emailKey: uniqueHash(), at: at() })
       })
 
+      it('forgets the failures of every key recorded at or before a time, and no later ones', async () => {
+        const key = uniqueHash()
+        const otherKey = uniqueHash()
+        await storage.loginFailures.record({ emailKey: key, at: at(MINUTE) })
+        await storage.loginFailures.record({ emailKey: key, at: at(2 * MINUTE) })
+        await storage.loginFailures.record({ emailKey: key, at: at(3 * MINUTE) })
+        await storage.loginFailures.record({ emailKey: otherKey, at: at(MINUTE) })
+
+        await storage.loginFailures.forgetBefore({ before: at(2 * MINUTE) })
+
+        expect(await storage.loginFailures.count({ emailKey: key, since: at() })).toBe(1)
+        expect(await storage.loginFailures.oldestSince({ emailKey: key, since: at() })).toBe(
+          at(3 * MINUTE).toISOString(),
+        )
+        expect(await storage.loginFailures.count({ emailKey: otherKey, since: at() })).toBe(0)
+      })
+
       it('counts every one of 20 concurrent failures', async () => {
         const key = uniqueHash()
         await Promise.all(
