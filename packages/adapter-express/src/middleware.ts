@@ -6,16 +6,13 @@ import { sendError } from './send-error.js'
 
 export const BODY_LIMIT_BYTES = 1024 * 1024
 
-/** Half of a UTF-16 pair without its other half. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
-
 /**
  * Every string of a body with each lone surrogate (a JSON escape such as `\ud800`) replaced by
  * U+FFFD. UTF-8 has no bytes for one: PostgreSQL stores U+FFFD in its place, the memory storage the
  * surrogate itself; replacing it at the door answers alike whatever the storage.
  */
 function wellFormedStrings(_key: string, value: unknown): unknown {
-  return typeof value === 'string' ? value.replace(LONE_SURROGATE, '\uFFFD') : value
+  return typeof value === 'string' ? value.toWellFormed() : value
 }
 
 /** JSON bodies up to 1 MiB, lone surrogates as U+FFFD; anything else the route validates. */

@@ -1,4 +1,5 @@
-import { storableJson, storableString } from './storable-text.js'
+import { storableText } from '@switchboard/core'
+import { storableJson } from './storable-text.js'
 
 /**
  * Marks a key stored as JSON. A control character first, which no platform's id starts with; a key
@@ -14,8 +15,8 @@ const MARK = '\u0001json:'
  * other is stored as the marker followed by its JSON, which escapes those characters in ASCII.
  */
 export function storableKey(key: string): string {
-  // Unchanged by storableString: nothing in it a text column cannot hold.
-  const exact = storableString(key) === key && !key.startsWith(MARK)
+  // Unchanged by storableText: nothing in it a text column cannot hold.
+  const exact = storableText(key) === key && !key.startsWith(MARK)
   return exact ? key : MARK + JSON.stringify(key)
 }
 

@@ -1,3 +1,5 @@
+import { storableText } from '@switchboard/core'
+
 /**
  * PostgreSQL text and jsonb cannot hold U+0000, and refuse the whole statement when a value has
  * one; jsonb refuses a lone surrogate too. Text from outside (a customer's message, a model's
@@ -18,19 +20,8 @@ export function storableParameters(params: readonly unknown[]): unknown[] {
   return storable
 }
 
-/**
- * A lone surrogate (half of a UTF-16 pair without its other half): UTF-8 has no bytes for it, so
- * text columns receive U+FFFD in its place, and jsonb refuses its JSON escape outright.
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
 /** How `JSON.stringify` writes U+0000 and lone surrogates: the escapes jsonb refuses. */
 const UNSTORABLE_ESCAPE = /\\u(?:0000|d[89a-f])/i
-
-/** `text` with U+0000 and every lone surrogate replaced by U+FFFD. */
-export function storableString(text: string): string {
-  const withoutNul = text.includes(NUL) ? text.replaceAll(NUL, REPLACEMENT) : text
-  return withoutNul.replace(LONE_SURROGATE, REPLACEMENT)
-}
 
 /**
  * `JSON.stringify` for a jsonb parameter. JSON writes U+0000 and lone surrogates as escapes, which
@@ -45,9 +36,9 @@ export function storableJson(value: unknown): string {
 
 /** A replacer: strings, and the keys of objects (facts are keyed by what a model chose), made storable. */
 function storableStrings(_key: string, value: unknown): unknown {
-  if (typeof value === 'string') return storableString(value)
+  if (typeof value === 'string') return storableText(value)
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
   const keys = Object.keys(value)
-  if (keys.every((key) => storableString(key) === key)) return value
-  return Object.fromEntries(keys.map((key) => [storableString(key), (value as Record<string, unknown>)[key]]))
+  if (keys.every((key) => storableText(key) === key)) return value
+  return Object.fromEntries(keys.map((key) => [storableText(key), (value as Record<string, unknown>)[key]]))
 }

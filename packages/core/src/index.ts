@@ -68,6 +68,7 @@ export { EXTERNAL_REFERENCE_MAX, PAUSE_REASON_MAX, RESUME_NOTE_MAX } from './dom
 export type { SessionCommand } from './domain/session-state-machine.js'
 export { transition } from './domain/session-state-machine.js'
 export type { JourneyStep, SharedContext } from './domain/shared-context.js'
+export { storableText } from './domain/storable-text.js'
 export type { WebhookOutcome } from './domain/webhook-log.js'
 export {
   WEBHOOK_DELIVERIES_KEPT_MS,

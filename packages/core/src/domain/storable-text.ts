@@ -5,11 +5,9 @@
  * the same text, and what is sent on a channel is what was stored.
  */
 const NUL = '\u0000'
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g
 const REPLACEMENT = '\uFFFD'
 
 /** `text` with U+0000 and every lone surrogate replaced by U+FFFD, the replacement character. */
 export function storableText(text: string): string {
-  const withoutNul = text.includes(NUL) ? text.replaceAll(NUL, REPLACEMENT) : text
-  return withoutNul.replace(LONE_SURROGATE, REPLACEMENT)
+  return (text.includes(NUL) ? text.replaceAll(NUL, REPLACEMENT) : text).toWellFormed()
 }
