@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { Socket } from 'node:net'
 import {
+  createAccounts,
   createAgentService,
   createIntegrationService,
   createSystemClock,
@@ -11,6 +12,8 @@ import {
   TransactionConflictError,
 } from '@switchboard/core'
 import {
+  createFakePasswordHasher,
+  createFakeTokenSigner,
   runEventBusConformance,
   runJobQueueConformance,
   runKnowledgeIndexConformance,
@@ -583,6 +586,31 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
 
       expect(landed).toEqual([])
+    })
+
+    // Logout revoked the login's tokens that its statement saw; a refresh committing its successor
+    // meanwhile left that one out of sight, and the stolen chain lived on after the logout.
+    it('leaves no refresh token of a login usable after a logout that raced a refresh', async () => {
+      const accounts = createAccounts({
+        storage,
+        hasher: createFakePasswordHasher(),
+        signer: createFakeTokenSigner({ secret: 'race-secret' }),
+      })
+      const email = `racer-${randomUUID()}@example.com`
+      await accounts.register({ email, password: 'password one', companyName: 'Racers' })
+      const survivors: number[] = []
+      for (let round = 0; round < 30; round += 1) {
+        const { session } = (await accounts.login({ email, password: 'password one' }))._unsafeUnwrap()
+        const principal = (await accounts.authenticate(`Bearer ${session.access_token}`))._unsafeUnwrap()
+        const [refreshed] = await Promise.all([
+          accounts.refresh({ refreshToken: session.refresh_token }),
+          accounts.logout(principal),
+        ])
+        if (refreshed.isErr()) continue
+        const next = await accounts.refresh({ refreshToken: refreshed.value.session.refresh_token })
+        if (next.isOk()) survivors.push(round)
+      }
+      expect(survivors).toEqual([])
     })
 
     // Logins sent at once often record the same millisecond; each success or turned-away attempt

@@ -49,10 +49,15 @@ export function createRefreshTokenRepository(client: DbClient): RefreshTokenRepo
     async markUsed({ id, at }) {
       if (!isUuid(id)) return false
       // Concurrent callers queue on the row lock; each re-reads the row once it is free, so only
-      // the first finds used_at still NULL.
+      // the first finds used_at still NULL. A revocation of the login revokes the rows its
+      // statement sees: a successor a refresh committed meanwhile escapes it, so any revoked token
+      // of the login refuses the use of the others too.
       const rows = await client.query(
         `UPDATE refresh_tokens SET used_at = $2::timestamptz
-        WHERE id = $1::uuid AND used_at IS NULL AND revoked_at IS NULL RETURNING id`,
+        WHERE id = $1::uuid AND used_at IS NULL AND revoked_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM refresh_tokens revoked
+            WHERE revoked.login_id = refresh_tokens.login_id AND revoked.revoked_at IS NOT NULL)
+        RETURNING id`,
         [id, timeParameter(at)],
       )
       return rows.length > 0

@@ -56,6 +56,9 @@ export function createRefreshTokenRepository(options: {
       statement((log) => {
         const token = refreshTokens.rows.get(id)
         if (token === undefined || token.usedAt !== undefined || token.revokedAt !== undefined) return false
+        // As on PostgreSQL: a login with a revoked token is revoked, whatever came after.
+        const ofLogin = refreshTokens.byLogin.get(token.loginId) ?? []
+        if (ofLogin.some((id) => refreshTokens.rows.get(id)?.revokedAt !== undefined)) return false
         log.set(refreshTokens.rows, id, snapshot<RefreshToken>({ ...token, usedAt: at.toISOString() }))
         return true
       }),

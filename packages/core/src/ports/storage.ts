@@ -329,6 +329,8 @@ export interface RefreshTokenRepository {
    * Compare-and-set: records the use and answers true only for the one caller that finds the
    * token neither used nor revoked (`UPDATE … SET used_at = $2 WHERE id = $1 AND used_at IS NULL
    * AND revoked_at IS NULL`), however many race; false for everyone else and for an unknown id.
+   * Also false once any token of its login is revoked: a revocation cannot see a successor that a
+   * refresh racing it committed, and that one must not outlive it.
    */
   markUsed(options: { id: string; at: Date }): Promise<boolean>
   /** Revokes every token of the login that is not revoked yet; earlier revocations keep their time. */

@@ -264,6 +264,18 @@ export function runAccountStorageConformance(
         expect(await storage.refreshTokens.markUsed({ id: randomUUID(), at: at(MINUTE) })).toBe(false)
       })
 
+      it('refuses to mark used a token of a login that has a revoked token', async () => {
+        const loginId = randomUUID()
+        await createRefreshToken(storage, user, { loginId })
+        await storage.refreshTokens.revokeLogin({ loginId, at: at(MINUTE) })
+        // A successor committed by a refresh that the revocation raced, and so did not see.
+        const successor = await createRefreshToken(storage, user, { loginId })
+
+        expect(await storage.refreshTokens.markUsed({ id: successor.id, at: at(2 * MINUTE) })).toBe(false)
+        const other = await createRefreshToken(storage, user)
+        expect(await storage.refreshTokens.markUsed({ id: other.id, at: at(2 * MINUTE) })).toBe(true)
+      })
+
       it('gives exactly one of 20 concurrent markUsed calls true', async () => {
         const token = await createRefreshToken(storage, user)
 
