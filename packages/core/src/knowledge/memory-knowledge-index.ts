@@ -28,24 +28,44 @@ interface IndexedDocument {
  * change another's ranking.
  */
 export function createMemoryKnowledgeIndex(): KnowledgeIndex {
-  // A Map keeps insertion order, which breaks ties between equally scored passages.
-  const documents = new Map<string, IndexedDocument>()
+  // Each agent's documents apart, so a search reads only the searched agent's passages. A Map
+  // keeps insertion order, which breaks ties between equally scored passages.
+  const agents = new Map<string, Map<string, IndexedDocument>>()
+  /** The agent holding each document, so a removal names only the company and the document. */
+  const agentOfDocument = new Map<string, string>()
+
+  const remove = (key: string): void => {
+    const agent = agentOfDocument.get(key)
+    if (agent === undefined) return
+    agentOfDocument.delete(key)
+    const documents = agents.get(agent)!
+    documents.delete(key)
+    if (documents.size === 0) agents.delete(agent)
+  }
 
   return {
     async add(document: KnowledgeDocumentInput): Promise<void> {
       const key = documentKey(document.companyId, document.documentId)
-      // Deleting first moves a replaced document to the end, as a fresh insertion would be.
-      documents.delete(key)
+      const agent = agentKey(document.companyId, document.agentId)
+      const passages = splitPassages(document.content).map(indexPassage)
+      // Removing first moves a replaced document to the end, as a fresh insertion would be.
+      remove(key)
+      let documents = agents.get(agent)
+      if (documents === undefined) {
+        documents = new Map()
+        agents.set(agent, documents)
+      }
       documents.set(key, {
         companyId: document.companyId,
         agentId: document.agentId,
         documentId: document.documentId,
-        passages: splitPassages(document.content).map(indexPassage),
+        passages,
       })
+      agentOfDocument.set(key, agent)
     },
 
     async remove(options: { companyId: number; documentId: string }): Promise<void> {
-      documents.delete(documentKey(options.companyId, options.documentId))
+      remove(documentKey(options.companyId, options.documentId))
     },
 
     async search(options: {
@@ -55,47 +75,70 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
       limit: number
     }): Promise<KnowledgePassage[]> {
       if (!(options.limit >= 1)) return []
-      const candidates: { documentId: string; passage: IndexedPassage }[] = []
-      for (const document of documents.values()) {
-        if (document.companyId !== options.companyId || document.agentId !== options.agentId) continue
-        for (const passage of document.passages) candidates.push({ documentId: document.documentId, passage })
-      }
+      const documents = agents.get(agentKey(options.companyId, options.agentId))
       // Most agents have no documents: their turns skip splitting the query into words.
-      if (candidates.length === 0) return []
-      const queryWords = new Set(contentWords(options.query))
+      if (documents === undefined) return []
+      // Each distinct query word with its place in the query.
+      const queryWords = new Map<string, number>()
+      for (const word of contentWords(options.query))
+        if (!queryWords.has(word)) queryWords.set(word, queryWords.size)
       if (queryWords.size === 0) return []
 
-      const passageCount = candidates.length
-      const averageLength = candidates.reduce((sum, { passage }) => sum + passage.length, 0) / passageCount
-
-      const inverseDocumentFrequency = new Map<string, number>()
-      for (const word of queryWords) {
-        const containing = candidates.filter(({ passage }) => passage.wordCounts.has(word)).length
-        // The "+ 1" form of BM25 keeps the weight positive even for a word in every passage, so
-        // any passage sharing a word with the query scores above zero.
-        inverseDocumentFrequency.set(
-          word,
-          Math.log(1 + (passageCount - containing + 0.5) / (containing + 0.5)),
-        )
+      // One pass finds the query words each passage holds. It walks the smaller of the passage's
+      // words and the query's, so a long message costs no more than the passages themselves (it
+      // cost their product: a 4,000-character message against one 100,000-character document
+      // took 0.3 s, a 100,000-character one 8 s of a blocked event loop).
+      let passageCount = 0
+      let totalLength = 0
+      const containing = new Map<string, number>()
+      const matches: { documentId: string; passage: IndexedPassage; words: string[]; position: number }[] = []
+      for (const document of documents.values()) {
+        for (const passage of document.passages) {
+          const words = sharedWords(passage.wordCounts, queryWords)
+          if (words.length > 0) {
+            for (const word of words) containing.set(word, (containing.get(word) ?? 0) + 1)
+            matches.push({ documentId: document.documentId, passage, words, position: passageCount })
+          }
+          passageCount += 1
+          totalLength += passage.length
+        }
       }
+      const averageLength = totalLength / passageCount
 
-      const scored: { passage: KnowledgePassage; position: number }[] = []
-      candidates.forEach(({ documentId, passage }, position) => {
+      const scored = matches.map(({ documentId, passage, words, position }) => {
+        const lengthFactor =
+          1 - LENGTH_NORMALISATION + (LENGTH_NORMALISATION * passage.length) / averageLength
         let score = 0
-        for (const [word, weight] of inverseDocumentFrequency) {
-          const count = passage.wordCounts.get(word) ?? 0
-          if (count === 0) continue
-          const lengthFactor =
-            1 - LENGTH_NORMALISATION + (LENGTH_NORMALISATION * passage.length) / averageLength
+        for (const word of words) {
+          const count = passage.wordCounts.get(word)!
+          // The "+ 1" form of BM25 keeps the weight positive even for a word in every passage, so
+          // any passage sharing a word with the query scores above zero.
+          const held = containing.get(word)!
+          const weight = Math.log(1 + (passageCount - held + 0.5) / (held + 0.5))
           score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
         }
-        if (score > 0) scored.push({ passage: { documentId, text: passage.text, score }, position })
+        return { passage: { documentId, text: passage.text, score }, position }
       })
 
       scored.sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)
       return scored.slice(0, Math.floor(options.limit)).map(({ passage }) => passage)
     },
   }
+}
+
+/** The query words a passage holds, in the query's order, so their scores add up alike however found. */
+function sharedWords(
+  wordCounts: ReadonlyMap<string, number>,
+  queryWords: ReadonlyMap<string, number>,
+): string[] {
+  if (wordCounts.size >= queryWords.size) return [...queryWords.keys()].filter((word) => wordCounts.has(word))
+  return [...wordCounts.keys()]
+    .filter((word) => queryWords.has(word))
+    .sort((left, right) => queryWords.get(left)! - queryWords.get(right)!)
+}
+
+function agentKey(companyId: number, agentId: number): string {
+  return JSON.stringify([companyId, agentId])
 }
 
 function documentKey(companyId: number, documentId: string): string {

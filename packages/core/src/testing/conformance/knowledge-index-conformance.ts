@@ -16,6 +16,34 @@ const RETURNS_POLICY = [
   'Shipping is free for orders above fifty euros.',
 ].join('\n')
 
+/** Distinct words of letters only: `kaaa`, `kbaa`… */
+function numberedWord(index: number): string {
+  const letters = [0, 1, 2].map((digit) => String.fromCharCode(97 + (Math.floor(index / 26 ** digit) % 26)))
+  return `k${letters.join('')}`
+}
+
+/** How many `has` lookups on maps and sets `run` makes: the work of ranking, counted. */
+async function countLookups(run: () => Promise<unknown>): Promise<number> {
+  const mapHas = Map.prototype.has
+  const setHas = Set.prototype.has
+  let lookups = 0
+  Map.prototype.has = function (this: Map<unknown, unknown>, key: unknown) {
+    lookups += 1
+    return mapHas.call(this, key)
+  }
+  Set.prototype.has = function (this: Set<unknown>, key: unknown) {
+    lookups += 1
+    return setHas.call(this, key)
+  }
+  try {
+    await run()
+  } finally {
+    Map.prototype.has = mapHas
+    Set.prototype.has = setHas
+  }
+  return lookups
+}
+
 /**
  * The behaviour every `KnowledgeIndex` must share with the in-memory one: run it against an
  * adapter with a factory that answers a ready index. Every test uses its own random company, so
@@ -321,6 +349,26 @@ export function runKnowledgeIndexConformance(
       expect(await index.search({ companyId, agentId, query: 'closed', limit: 10 })).toEqual([])
       const results = await index.search({ companyId, agentId, query: 'weekdays weekends', limit: 10 })
       expect(results.map((passage) => passage.text)).toEqual(['Open weekdays and weekends.'])
+    })
+
+    it('ranks a long message against many passages in about their sum of lookups, not their product', async () => {
+      const index = await createIndex()
+      const companyId = uniqueId()
+      const agentId = uniqueId()
+      // Every passage shares "common" with the query, so every passage is ranked.
+      const passages = Array.from({ length: 2_000 }, (_, position) => `${numberedWord(position)} common`)
+      await index.add({ companyId, agentId, documentId: 'faq', content: passages.join('\n\n') })
+      const words = Array.from({ length: 2_000 }, (_, position) => numberedWord(position + 1_000))
+      const query = ['common', ...words].join(' ')
+
+      let results: unknown[] = []
+      const lookups = await countLookups(async () => {
+        results = await index.search({ companyId, agentId, query, limit: 3 })
+      })
+
+      expect(results).toHaveLength(3)
+      // Walking every query word for every passage made over 4,000,000.
+      expect(lookups).toBeLessThan(60_000)
     })
   })
 }
