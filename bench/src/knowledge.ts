@@ -1,10 +1,19 @@
 /**
- * The cost of one knowledge search: an agent with one 100,000-character document of short
- * passages, searched with messages of 20, 4,000 and 100,000 characters, on the memory index and,
- * with DATABASE_URL set, on PostgreSQL. Prints milliseconds per search (median of 5).
+ * The cost of one knowledge search against the length of the customer's message: an agent with
+ * one 100,000-character document of short passages, searched with a 20-character message (the
+ * baseline) and with messages of 4,000 and 100,000 characters, on the memory index and on
+ * PostgreSQL (in a schema of its own, dropped afterwards). Prints milliseconds per search (median
+ * of 7) and each as a multiple of the baseline of the same index, measured in the same run.
+ *
+ *   npm run bench:knowledge -w @switchboard/bench                          PostgreSQL at 127.0.0.1:5432/test
+ *   DATABASE_URL=postgres://… npm run bench:knowledge -w @switchboard/bench
  */
-import { createPgDb, createPostgresKnowledgeIndex, type Db } from '@switchboard/adapter-postgres'
+import { randomBytes } from 'node:crypto'
+import { createPgDb, createPostgresKnowledgeIndex, type Db, migrate } from '@switchboard/adapter-postgres'
 import { createMemoryKnowledgeIndex, type KnowledgeIndex } from '@switchboard/core'
+
+const MESSAGE_LENGTHS = [20, 4_000, 100_000]
+const ROUNDS = 7
 
 /** Distinct words of letters only. */
 function numberedWord(index: number): string {
@@ -26,25 +35,50 @@ function textOf(characters: number, first: number, separator: string): string {
 }
 
 async function measure(name: string, index: KnowledgeIndex): Promise<void> {
-  const scope = { companyId: 1, agentId: 1 + Math.floor(Math.random() * 1_000_000) }
-  await index.add({ ...scope, documentId: `faq-${scope.agentId}`, content: textOf(100_000, 0, '\n\n') })
-  for (const characters of [20, 4_000, 100_000]) {
+  const scope = { companyId: 1, agentId: 1 }
+  await index.add({ ...scope, documentId: 'faq', content: textOf(100_000, 0, '\n\n') })
+  let baseline = Number.NaN
+  for (const characters of MESSAGE_LENGTHS) {
     const query = textOf(characters, 500, ' ')
+    await index.search({ ...scope, query, limit: 3 })
     const times: number[] = []
-    for (let round = 0; round < 5; round++) {
+    for (let round = 0; round < ROUNDS; round++) {
       const start = performance.now()
       await index.search({ ...scope, query, limit: 3 })
       times.push(performance.now() - start)
     }
-    const median = times.sort((left, right) => left - right)[2]!
-    console.log(`${name.padEnd(10)} message ${String(characters).padStart(7)} chars: ${median.toFixed(1)} ms`)
+    const median = times.sort((left, right) => left - right)[Math.floor(ROUNDS / 2)]!
+    if (characters === MESSAGE_LENGTHS[0]) baseline = median
+    const ratio = (median / baseline).toFixed(1)
+    console.log(
+      `${name.padEnd(10)} message ${String(characters).padStart(7)} chars: ${median.toFixed(1).padStart(7)} ms  ${ratio.padStart(6)} × the ${MESSAGE_LENGTHS[0]}-char message`,
+    )
   }
 }
 
 await measure('memory', createMemoryKnowledgeIndex())
-const connectionString = process.env.DATABASE_URL
-if (connectionString !== undefined) {
-  const db: Db = createPgDb({ connectionString })
-  await measure('postgres', await createPostgresKnowledgeIndex({ db }))
-  await db.close()
+
+const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const schema = `bench_knowledge_${randomBytes(6).toString('hex')}`
+const admin: Db = createPgDb({ connectionString, max: 1 })
+try {
+  await admin.query(`CREATE SCHEMA ${schema}`)
+} catch (error) {
+  await admin.close()
+  console.log(`postgres   skipped: ${error instanceof Error ? error.message : String(error)}`)
+  process.exit(1)
+}
+try {
+  const url = new URL(connectionString)
+  url.searchParams.set('options', `-c search_path=${schema}`)
+  const db: Db = createPgDb({ connectionString: url.toString() })
+  try {
+    await migrate({ db })
+    await measure('postgres', await createPostgresKnowledgeIndex({ db }))
+  } finally {
+    await db.close()
+  }
+} finally {
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+  await admin.close()
 }
