@@ -20,6 +20,48 @@ function isDeepFrozen(value: unknown): boolean {
   return Object.isFrozen(value) && Object.values(value).every(isDeepFrozen)
 }
 
+/** How many entries walks over maps make while `run` runs: the work of a lookup, counted. */
+async function countMapSteps(run: () => Promise<unknown>): Promise<number> {
+  const prototype = Map.prototype
+  const originals = {
+    values: prototype.values,
+    keys: prototype.keys,
+    entries: prototype.entries,
+    iterator: prototype[Symbol.iterator],
+  }
+  let steps = 0
+  const counted = <T>(iterator: IterableIterator<T>): IterableIterator<T> => {
+    const next = iterator.next.bind(iterator)
+    const wrapped = {
+      next: () => {
+        steps += 1
+        return next()
+      },
+      [Symbol.iterator]: () => wrapped,
+    }
+    return wrapped as IterableIterator<T>
+  }
+  prototype.values = function (this: Map<unknown, unknown>) {
+    return counted(originals.values.call(this))
+  }
+  prototype.keys = function (this: Map<unknown, unknown>) {
+    return counted(originals.keys.call(this))
+  }
+  prototype.entries = function (this: Map<unknown, unknown>) {
+    return counted(originals.entries.call(this))
+  }
+  prototype[Symbol.iterator] = prototype.entries
+  try {
+    await run()
+  } finally {
+    prototype.values = originals.values
+    prototype.keys = originals.keys
+    prototype.entries = originals.entries
+    prototype[Symbol.iterator] = originals.iterator
+  }
+  return steps
+}
+
 describe('memory storage', () => {
   it('shows a read made on the storage while a transaction starts none of its writes, rolled back', async () => {
     const storage = createMemoryStorage()
@@ -335,5 +377,44 @@ describe('memory storage', () => {
     await expect(transaction).resolves.toMatchObject({ companyId: 7 })
     await expect(storage.agents.get({ companyId: 7, id: 1 })).rejects.toThrow(/closed/)
     await expect(storage.transaction(async () => 1)).rejects.toThrow(/closed/)
+  })
+
+  it("claims a session's replies without walking the other sessions' backlog", async () => {
+    const storage = createMemoryStorage()
+    const now = at()
+    // A platform that is down: 5,000 customers' replies wait for a retry.
+    for (let index = 0; index < 5_000; index++) {
+      await storage.outbox.add({
+        messageId: randomUUID(),
+        sessionId: randomUUID(),
+        companyId: 1,
+        integrationId: '1',
+        availableAt: at(60_000),
+      })
+    }
+    const sessionId = randomUUID()
+    const messageIds = Array.from({ length: 100 }, () => randomUUID())
+    for (const messageId of messageIds) {
+      await storage.outbox.add({ messageId, sessionId, companyId: 2, integrationId: '2', availableAt: now })
+    }
+
+    const sent: string[] = []
+    const steps = await countMapSteps(async () => {
+      let item = await storage.outbox.claim({
+        messageId: messageIds[0]!,
+        now,
+        leaseMs: 1_000,
+        leaseToken: 'a',
+      })
+      while (item !== null) {
+        sent.push(item.messageId)
+        await storage.outbox.remove({ messageId: item.messageId, leaseToken: 'a', delivery: 'sent' })
+        item = await storage.outbox.claimNext({ sessionId, now, leaseMs: 1_000, leaseToken: 'a' })
+      }
+    })
+
+    expect(sent).toEqual(messageIds)
+    // Each claim walked the whole outbox: over 500,000.
+    expect(steps).toBeLessThan(5_000)
   })
 })

@@ -15,35 +15,67 @@ interface OutboxRecord {
   readonly order: number
 }
 
+/**
+ * One session's message ids in the order they were added; those before `start` have left. The
+ * head is the first id from `start` on still in the table (a message behind the head may leave
+ * first, removed while waiting), so finding it costs the session's removed messages once each,
+ * not a walk over every session's.
+ */
+interface SessionQueue {
+  ids: string[]
+  start: number
+}
+
 export interface OutboxTable {
   readonly rows: Map<string, OutboxRecord>
+  /** The queue of every session with a message in the outbox. */
+  readonly bySession: Map<string, SessionQueue>
   lastOrder: number
 }
 
 export function createOutboxTable(): OutboxTable {
-  return { rows: new Map(), lastOrder: 0 }
+  return { rows: new Map(), bySession: new Map(), lastOrder: 0 }
 }
 
 function isClaimable(record: OutboxRecord, now: number): boolean {
   return record.availableAt <= now && !(record.leaseToken !== null && record.leasedUntil > now)
 }
 
-/** Each session's earliest message still in the outbox, the only one of it that may be claimed. */
-function headsOf(rows: Iterable<OutboxRecord>): Map<string, OutboxRecord> {
-  const heads = new Map<string, OutboxRecord>()
-  for (const record of rows) {
-    const head = heads.get(record.sessionId)
-    if (head === undefined || record.order < head.order) heads.set(record.sessionId, record)
+/** The session's earliest message still in the outbox, the only one of it that may be claimed. */
+function headOf(outbox: OutboxTable, sessionId: string): OutboxRecord | null {
+  const queue = outbox.bySession.get(sessionId)
+  if (queue === undefined) return null
+  for (let index = queue.start; index < queue.ids.length; index++) {
+    const record = outbox.rows.get(queue.ids[index]!)
+    if (record !== undefined) return record
   }
-  return heads
+  return null
 }
 
-function headOf(rows: Iterable<OutboxRecord>, sessionId: string): OutboxRecord | null {
-  let head: OutboxRecord | null = null
-  for (const record of rows) {
-    if (record.sessionId === sessionId && (head === null || record.order < head.order)) head = record
+/**
+ * After removals from the session's queue: moves its start past the ids that left, and drops the
+ * queue once empty, or its left part once that is most of it, so a session that never empties
+ * keeps no more ids than it has waiting.
+ */
+function compact(log: UndoLog, outbox: OutboxTable, sessionId: string): void {
+  const queue = outbox.bySession.get(sessionId)
+  if (queue === undefined) return
+  const { ids, start } = queue
+  let next = start
+  while (next < ids.length && !outbox.rows.has(ids[next]!)) next += 1
+  if (next === start) return
+  log.record(() => {
+    queue.ids = ids
+    queue.start = start
+  })
+  if (next === ids.length) {
+    log.delete(outbox.bySession, sessionId)
+  } else if (next > ids.length / 2) {
+    queue.ids = ids.slice(next)
+    queue.start = 0
+  } else {
+    queue.start = next
   }
-  return head
 }
 
 export function createOutboxRepository(options: {
@@ -97,27 +129,36 @@ export function createOutboxRepository(options: {
           leasedUntil: 0,
           order: outbox.lastOrder,
         })
+        const queue = outbox.bySession.get(input.sessionId)
+        if (queue === undefined) {
+          log.set(outbox.bySession, input.sessionId, { ids: [input.messageId], start: 0 })
+        } else {
+          queue.ids.push(input.messageId)
+          const { ids } = queue
+          log.record(() => ids.pop())
+        }
       }),
 
     claim: ({ messageId, now, leaseMs, leaseToken }) =>
       statement((log) => {
         const record = outbox.rows.get(messageId)
         if (record === undefined || !isClaimable(record, now.getTime())) return null
-        if (headOf(outbox.rows.values(), record.sessionId) !== record) return null
+        if (headOf(outbox, record.sessionId) !== record) return null
         return lease(log, record, { now, leaseMs, leaseToken })
       }),
 
     claimNext: ({ sessionId, now, leaseMs, leaseToken }) =>
       statement((log) => {
-        const head = headOf(outbox.rows.values(), sessionId)
+        const head = headOf(outbox, sessionId)
         if (head === null || !isClaimable(head, now.getTime())) return null
         return lease(log, head, { now, leaseMs, leaseToken })
       }),
 
     claimDue: ({ now, limit, leaseMs, leaseToken }) =>
       statement((log) => {
-        const due = [...headsOf(outbox.rows.values()).values()]
-          .filter((record) => isClaimable(record, now.getTime()))
+        const due = [...outbox.bySession.keys()]
+          .map((sessionId) => headOf(outbox, sessionId))
+          .filter((record): record is OutboxRecord => record !== null && isClaimable(record, now.getTime()))
           .sort((left, right) => left.availableAt - right.availableAt || left.order - right.order)
           .slice(0, Math.max(limit, 0))
         return due.map((record) => lease(log, record, { now, leaseMs, leaseToken }))
@@ -125,8 +166,10 @@ export function createOutboxRepository(options: {
 
     remove: ({ messageId, leaseToken, delivery }) =>
       statement((log) => {
-        if (heldBy(messageId, leaseToken) === null) return false
+        const record = heldBy(messageId, leaseToken)
+        if (record === null) return false
         log.delete(outbox.rows, messageId)
+        compact(log, outbox, record.sessionId)
         if (delivery !== undefined) {
           const stored = messages.rows.get(messageId)
           if (stored !== undefined) withDelivery(log, messages, stored, delivery)
@@ -158,17 +201,18 @@ export function createOutboxRepository(options: {
           log.delete(outbox.rows, messageId)
           removed.push(messageId)
         }
+        compact(log, outbox, sessionId)
         return removed
       }),
 
     removeForSession: ({ sessionId }) =>
       statement((log) => {
         // Claimed ones too: the session is closed, so their worker's remove or retry finds nothing.
-        const removed = [...outbox.rows.values()]
-          .filter((record) => record.sessionId === sessionId)
-          .sort((left, right) => left.order - right.order)
-          .map((record) => record.messageId)
+        const queue = outbox.bySession.get(sessionId)
+        if (queue === undefined) return []
+        const removed = queue.ids.slice(queue.start).filter((messageId) => outbox.rows.has(messageId))
         for (const messageId of removed) log.delete(outbox.rows, messageId)
+        compact(log, outbox, sessionId)
         return removed
       }),
   }
