@@ -87,7 +87,7 @@ export function readConfig(environment: NodeJS.ProcessEnv): ServerConfig {
   const production = env.NODE_ENV === 'production'
   if (env.JWT_SECRET === undefined && (env.DATABASE_URL !== undefined || production)) {
     throw new ConfigError(
-      'JWT_SECRET is required when DATABASE_URL is set or NODE_ENV=production: every process must sign with the same secret (32 characters or more)',
+      'JWT_SECRET is required when DATABASE_URL is set or NODE_ENV=production: every process must sign with the same secret (32 bytes or more)',
     )
   }
   return {

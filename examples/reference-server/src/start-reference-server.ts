@@ -104,7 +104,7 @@ export async function startReferenceServer(
   })
   if (config.jwtSecret !== undefined && Buffer.byteLength(config.jwtSecret) < MIN_JWT_SECRET_BYTES) {
     logger.warn(
-      `JWT_SECRET is shorter than ${MIN_JWT_SECRET_BYTES} characters: HS256 wants a secret at least as long as its 32-byte hash; tokens signed with a short one are easier to forge`,
+      `JWT_SECRET is shorter than ${MIN_JWT_SECRET_BYTES} bytes (UTF-8): HS256 wants a secret at least as long as its 32-byte hash; tokens signed with a short one are easier to forge`,
     )
   }
   const jwtSecret = config.jwtSecret ?? (await loadOrCreateJwtSecret(config.dataDir))
