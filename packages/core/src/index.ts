@@ -1,6 +1,11 @@
 export type { AccountSettings } from './accounts/account-settings.js'
 export { DEFAULT_ACCOUNT_SETTINGS } from './accounts/account-settings.js'
-export type { Accounts, CreateAccountsOptions, LoginResult, SessionTokens } from './accounts/create-accounts.js'
+export type {
+  Accounts,
+  CreateAccountsOptions,
+  LoginResult,
+  SessionTokens,
+} from './accounts/create-accounts.js'
 export { createAccounts } from './accounts/create-accounts.js'
 export type { Principal } from './accounts/principal.js'
 export { API_TOKEN_PREFIX } from './accounts/secret-tokens.js'
