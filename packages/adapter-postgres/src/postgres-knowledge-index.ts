@@ -26,10 +26,11 @@ interface Candidate {
 
 /**
  * A knowledge index on PostgreSQL full-text search. Passages and their content words are found
- * exactly as core's memory index finds them (`splitPassages`, `contentWords`); the words become a
- * `tsvector` as they are, so the GIN index answers "which passages share a word with the query"
- * without stemming or a locale. Those passages are then ranked with the memory index's BM25 over
- * the searched agent's passages, so both indexes answer the same passages in the same order.
+ * exactly as core's memory index finds them (`splitPassages`, `contentWords`), and kept as they are,
+ * without stemming or a locale; a search joins the agent's words with the query's to find the
+ * passages that share a word with it (the `search` tsvector and its GIN index are still written,
+ * and no longer read). Those passages are then ranked with the memory index's BM25 over the
+ * searched agent's passages, so both indexes answer the same passages in the same order.
  */
 export async function createPostgresKnowledgeIndex(
   options: PostgresKnowledgeIndexOptions,
