@@ -41,12 +41,14 @@ describe('the reference server process', () => {
   it('exits 0 on a SIGTERM sent the moment it says it listens', async () => {
     // A supervisor may stop the process as soon as it reads the line: the handlers must be in
     // place by then, or the signal's default action kills it (exit code null) without a drain.
+    // Five starts from the sources, one after another: about 5 s on an idle machine, past the
+    // default 20 s on a loaded one, hence the timeout of its siblings that start processes.
     for (let attempt = 0; attempt < 5; attempt++) {
       const server = startProcess({ DATA_DIR: 'memory' })
       await server.listening
       expect(await server.stop()).toBe(0)
     }
-  })
+  }, 60_000)
 
   it('exits 0 within 15 s of SIGTERM while a model call hangs, and the message is answered after a restart', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'switchboard-'))
@@ -140,6 +142,7 @@ describe('the reference server process', () => {
     await expect(server.listening).rejects.toThrow(/JWT_SECRET is required/)
   })
 
+  // A PGlite start in a process of its own: 2 s on an idle machine, 9 s seen on a loaded one.
   it('keeps a generated JWT secret in DATA_DIR', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'switchboard-'))
     try {
@@ -151,5 +154,5 @@ describe('the reference server process', () => {
     } finally {
       await rm(dataDir, { recursive: true, force: true })
     }
-  })
+  }, 60_000)
 })
