@@ -97,6 +97,8 @@ describe('PGlite adapter', () => {
 
     db = await createPgliteDb({ dataDir })
     storage = await createPostgresStorage({ db })
+    // The suites above may run after this one (--sequence.shuffle): none may hold the closed db.
+    knowledge = await createPostgresKnowledgeIndex({ db })
     expect(await storage.companies.get({ id: company.id })).toEqual(company)
   })
 })
@@ -146,8 +148,14 @@ describe('a PGlite template', () => {
   }, 60_000)
 
   it('refuses a template it was told to use that is not there', async () => {
-    await expect(
-      createPgliteDb({ dataDir: join(folder, 'other'), template: join(folder, 'missing.tar.gz') }),
-    ).rejects.toThrow(/ENOENT/)
+    // A folder of its own: the test above lists everything in `folder`, and may run after this.
+    const elsewhere = await mkdtemp(join(tmpdir(), 'switchboard-pglite-refused-'))
+    try {
+      await expect(
+        createPgliteDb({ dataDir: join(elsewhere, 'other'), template: join(elsewhere, 'missing.tar.gz') }),
+      ).rejects.toThrow(/ENOENT/)
+    } finally {
+      await rm(elsewhere, { recursive: true, force: true })
+    }
   })
 })
