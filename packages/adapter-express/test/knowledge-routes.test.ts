@@ -21,7 +21,13 @@ const errorCode = (body: unknown) => (body as { error: { code: string } }).error
 
 describe('knowledge over HTTP', () => {
   it('adds, lists and deletes documents, and search finds their passages', async () => {
-    const added = await server.request('POST', `/api/agents/${agentId}/knowledge`, {
+    // An agent of its own: the list must hold this document alone, whatever ran before.
+    const agent = await server.request('POST', '/api/agents', {
+      token: company.jwt,
+      body: { name: 'Returns' },
+    })
+    const ownAgentId = (agent.body as { id: number }).id
+    const added = await server.request('POST', `/api/agents/${ownAgentId}/knowledge`, {
       token: company.jwt,
       body: { title: 'Returns', content: 'Returns are free within 30 days.\n\nShipping takes three days.' },
     })
@@ -34,30 +40,30 @@ describe('knowledge over HTTP', () => {
     })
     const documentId = (added.body as { id: string }).id
 
-    const listed = await server.request('GET', `/api/agents/${agentId}/knowledge`, {
+    const listed = await server.request('GET', `/api/agents/${ownAgentId}/knowledge`, {
       token: company.apiToken,
     })
     expect(listed).toMatchObject({ status: 200, body: { documents: [added.body], nextCursor: null } })
 
     const passages = await server.switchboard.knowledge.search({
       companyId: company.id,
-      agentId,
+      agentId: ownAgentId,
       query: 'how long does shipping take?',
       limit: 3,
     })
     expect(passages.map((passage) => passage.text)).toEqual(['Shipping takes three days.'])
 
-    const deleted = await server.request('DELETE', `/api/agents/${agentId}/knowledge/${documentId}`, {
+    const deleted = await server.request('DELETE', `/api/agents/${ownAgentId}/knowledge/${documentId}`, {
       token: company.jwt,
     })
     expect(deleted.status).toBe(204)
-    const again = await server.request('DELETE', `/api/agents/${agentId}/knowledge/${documentId}`, {
+    const again = await server.request('DELETE', `/api/agents/${ownAgentId}/knowledge/${documentId}`, {
       token: company.jwt,
     })
     expect(again.status).toBe(404)
     const searchAfter = await server.switchboard.knowledge.search({
       companyId: company.id,
-      agentId,
+      agentId: ownAgentId,
       query: 'shipping',
       limit: 3,
     })
