@@ -250,6 +250,7 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(await listed()).toBe(kept)
   })
 
+  // 2,600 inserts one after the other: under 1 s on an idle machine, 12 s seen on a loaded one.
   it('trims the webhook log of every integration, also of two whose webhooks arrive in turn', async () => {
     const storage = context.storage()
     const first = await seedChannel(storage, { type: 'msgplatform' })
@@ -284,7 +285,7 @@ export function runAdapterCases(context: AdapterCaseContext): void {
 
     expect(await rowsOf(first.integration.id)).toBeLessThanOrEqual(kept + 64)
     expect(await rowsOf(second.integration.id)).toBeLessThanOrEqual(kept + 64)
-  })
+  }, 60_000)
 
   it('deletes expired webhook delivery ids of every integration, also of two whose webhooks arrive in turn', async () => {
     const storage = context.storage()
