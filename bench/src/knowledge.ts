@@ -8,9 +8,9 @@
  *   npm run bench:knowledge -w @switchboard/bench                          PostgreSQL at 127.0.0.1:5432/test
  *   DATABASE_URL=postgres://… npm run bench:knowledge -w @switchboard/bench
  */
-import { randomBytes } from 'node:crypto'
-import { createPgDb, createPostgresKnowledgeIndex, type Db, migrate } from '@switchboard/adapter-postgres'
+import { createPostgresKnowledgeIndex } from '@switchboard/adapter-postgres'
 import { createMemoryKnowledgeIndex, type KnowledgeIndex } from '@switchboard/core'
+import { inPostgresSchema } from './postgres-schema.js'
 
 const MESSAGE_LENGTHS = [20, 4_000, 100_000]
 const ROUNDS = 7
@@ -58,27 +58,6 @@ async function measure(name: string, index: KnowledgeIndex): Promise<void> {
 
 await measure('memory', createMemoryKnowledgeIndex())
 
-const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const schema = `bench_knowledge_${randomBytes(6).toString('hex')}`
-const admin: Db = createPgDb({ connectionString, max: 1 })
-try {
-  await admin.query(`CREATE SCHEMA ${schema}`)
-} catch (error) {
-  await admin.close()
-  console.log(`postgres   skipped: ${error instanceof Error ? error.message : String(error)}`)
-  process.exit(1)
-}
-try {
-  const url = new URL(connectionString)
-  url.searchParams.set('options', `-c search_path=${schema}`)
-  const db: Db = createPgDb({ connectionString: url.toString() })
-  try {
-    await migrate({ db })
-    await measure('postgres', await createPostgresKnowledgeIndex({ db }))
-  } finally {
-    await db.close()
-  }
-} finally {
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-  await admin.close()
-}
+await inPostgresSchema('knowledge', async (db) =>
+  measure('postgres', await createPostgresKnowledgeIndex({ db })),
+)

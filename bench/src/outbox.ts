@@ -10,9 +10,10 @@
  *   npm run bench:outbox -w @switchboard/bench                          PostgreSQL at 127.0.0.1:5432/test
  *   DATABASE_URL=postgres://… npm run bench:outbox -w @switchboard/bench
  */
-import { randomBytes, randomUUID } from 'node:crypto'
-import { createPgDb, createPostgresStorage, type Db, migrate } from '@switchboard/adapter-postgres'
+import { randomUUID } from 'node:crypto'
+import { createPostgresStorage, type Db } from '@switchboard/adapter-postgres'
 import { createMemoryStorage } from '@switchboard/core'
+import { inPostgresSchema } from './postgres-schema.js'
 
 const ROUNDS = 5
 
@@ -120,27 +121,4 @@ async function measurePostgres(db: Db): Promise<void> {
 
 await measureMemory()
 
-const connectionString = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const schema = `bench_outbox_${randomBytes(6).toString('hex')}`
-const admin: Db = createPgDb({ connectionString, max: 1 })
-try {
-  await admin.query(`CREATE SCHEMA ${schema}`)
-} catch (error) {
-  await admin.close()
-  console.log(`postgres   skipped: ${error instanceof Error ? error.message : String(error)}`)
-  process.exit(1)
-}
-try {
-  const url = new URL(connectionString)
-  url.searchParams.set('options', `-c search_path=${schema}`)
-  const db: Db = createPgDb({ connectionString: url.toString() })
-  try {
-    await migrate({ db })
-    await measurePostgres(db)
-  } finally {
-    await db.close()
-  }
-} finally {
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-  await admin.close()
-}
+await inPostgresSchema('outbox', measurePostgres)
