@@ -118,7 +118,20 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
 
         hanging.child.kill('SIGKILL')
         const killedAt = Date.now()
-        await expect.poll(() => connector.sent.length, { timeout: 15_000, interval: 50 }).toBe(2)
+        await expect
+          .poll(() => connector.sent.length, { timeout: 15_000, interval: 50 })
+          .toBe(2)
+          .catch(async (error: unknown) => {
+            // Failed once in about nine runs on a loaded machine, unexplained: say what the queue
+            // held, so the next failure tells where the second job stopped.
+            const jobs = await db.query(
+              `SELECT id, state, attempts, last_error, available_at, leased_until, lease_token IS NOT NULL AS leased
+              FROM ${schema}.jobs ORDER BY id`,
+            )
+            throw new Error(
+              `${error instanceof Error ? error.message : String(error)}; turns ${JSON.stringify(turns)}; jobs at ${new Date().toISOString()}: ${JSON.stringify(jobs)}`,
+            )
+          })
         await survivor.idle()
         // A lease, a poll and some slack for a loaded machine.
         expect(turns[0]!.at - killedAt).toBeLessThan(LEASE_MS + 5_000)
