@@ -15,9 +15,13 @@ import { createOutboxRepository } from './storage/outbox-repository.js'
 import { createPipelineRepository } from './storage/pipeline-repository.js'
 import { createRefreshTokenRepository } from './storage/refresh-token-repository.js'
 import { createSessionRepository } from './storage/session-repository.js'
+import { trimSchedule } from './storage/trim-schedule.js'
 import { createUserRepository } from './storage/user-repository.js'
-import { createWebhookDeliveryRepository } from './storage/webhook-delivery-repository.js'
-import { createWebhookLogRepository } from './storage/webhook-log-repository.js'
+import {
+  createWebhookDeliveryRepository,
+  WEBHOOK_DELIVERY_TRIM_EVERY,
+} from './storage/webhook-delivery-repository.js'
+import { createWebhookLogRepository, WEBHOOK_LOG_TRIM_EVERY } from './storage/webhook-log-repository.js'
 
 export interface PostgresStorageOptions {
   /** Shared with the event bus and the knowledge index if you like; the caller closes it. */
@@ -68,6 +72,9 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
     },
   }
 
+  // Per storage, not per call: each counts the rows this process wrote since it last trimmed.
+  const webhookLogTrims = trimSchedule(WEBHOOK_LOG_TRIM_EVERY)
+  const webhookDeliveryTrims = trimSchedule(WEBHOOK_DELIVERY_TRIM_EVERY)
   const repositoriesOf = (client: DbClient): Repositories => ({
     agents: createAgentRepository(client),
     integrations: createIntegrationRepository(client),
@@ -82,8 +89,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
     billing: createBillingRepository(client),
     pipelines: createPipelineRepository(client),
     loginFailures: createLoginFailureRepository(client),
-    webhookLogs: createWebhookLogRepository(client),
-    webhookDeliveries: createWebhookDeliveryRepository(client),
+    webhookLogs: createWebhookLogRepository(client, webhookLogTrims),
+    webhookDeliveries: createWebhookDeliveryRepository(client, webhookDeliveryTrims),
     knowledgeDocuments: createKnowledgeDocumentRepository(client),
   })
 

@@ -8,40 +8,15 @@ import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
 import { isBigintId, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
+import type { TrimSchedule } from './trim-schedule.js'
 
 /**
- * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted about every TRIM_EVERY-th
- * insert rather than on each: finding the oldest kept entry walks that many index entries, the
- * costliest part of logging a webhook. Until then `list` leaves the surplus out, so nobody sees
- * more than the newest ones. An integration trims when its entry is its first in a new block of
- * TRIM_EVERY numbers of the table's insertion counter: so it trims at least once every TRIM_EVERY
- * entries of its own, whatever the other integrations draw in between. (`insertion % TRIM_EVERY`
- * alone never came to an integration whose entries all drew odd numbers, two integrations logging
- * in turn, and its log grew without end.)
+ * Entries beyond the newest `WEBHOOK_LOGS_KEPT_PER_INTEGRATION` are deleted on every
+ * TRIM_EVERY-th entry of an integration (`TrimSchedule`) rather than on each: finding the oldest
+ * kept entry walks that many index entries, the costliest part of logging a webhook. Until then
+ * `list` leaves the surplus out, so nobody sees more than the newest ones.
  */
-const TRIM_EVERY = 64
-
-/**
- * For RETURNING: the insertion of the integration's newest entry before this statement, whose
- * subqueries do not see the rows it adds.
- */
-const PREVIOUS_INSERTION = `(SELECT previous.insertion FROM webhook_logs previous
-          WHERE previous.integration_id = webhook_logs.integration_id
-          ORDER BY previous.received_at DESC, previous.insertion DESC LIMIT 1) AS previous`
-
-/**
- * Whether entries of one integration that drew `insertions` start a block of the insertion
- * counter, after its newest one before them drew `previous` (null for none: nothing to trim yet).
- */
-function startsBlock(previous: unknown, insertions: readonly number[]): boolean {
-  if (previous === null || previous === undefined) return false
-  let last = toInteger(previous)
-  for (const insertion of [...insertions].sort((left, right) => left - right)) {
-    if (Math.floor(insertion / TRIM_EVERY) !== Math.floor(last / TRIM_EVERY)) return true
-    last = insertion
-  }
-  return false
-}
+export const WEBHOOK_LOG_TRIM_EVERY = 64
 
 /** The position of the oldest entry kept for integration $1; `offset` holds the number kept minus one. */
 const oldestKept = (offset: string) => `SELECT received_at, insertion FROM webhook_logs
@@ -61,7 +36,7 @@ function webhookLogOf(row: DbRow): WebhookLog {
   }
 }
 
-export function createWebhookLogRepository(client: DbClient): WebhookLogRepository {
+export function createWebhookLogRepository(client: DbClient, trims: TrimSchedule): WebhookLogRepository {
   // A statement of its own, so that it sees the entries just added.
   const trim = async (integrationId: string): Promise<void> => {
     await client.query(
@@ -73,11 +48,11 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
 
   return {
     async add(log) {
-      const [added] = await client.query<{ insertion: unknown; previous: unknown }>(
+      const [added] = await client.query<{ insertion: unknown }>(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         VALUES ($1::uuid, $2, $3::bigint, $4::timestamptz, $5, $6, $7, $8, $9)
-        ON CONFLICT DO NOTHING RETURNING insertion, ${PREVIOUS_INSERTION}`,
+        ON CONFLICT DO NOTHING RETURNING insertion`,
         [
           log.id,
           log.companyId,
@@ -91,7 +66,7 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         ],
       )
       if (added === undefined) throw new Error(`Webhook log ${log.id} already exists`)
-      if (startsBlock(added.previous, [toInteger(added.insertion)])) await trim(log.integrationId)
+      if (trims.due(log.integrationId)) await trim(log.integrationId)
     },
 
     async addMany(logs) {
@@ -108,7 +83,7 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
         message_id: log.messageId ?? null,
       }))
       // No ON CONFLICT: a repeated id fails the statement and every entry in it.
-      const added = await client.query<{ integration_id: unknown; insertion: unknown; previous: unknown }>(
+      const added = await client.query<{ integration_id: unknown }>(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         SELECT l.id, l.company_id, l.integration_id, l.received_at, l.http_status, l.outcome, l.reason,
@@ -118,18 +93,16 @@ export function createWebhookLogRepository(client: DbClient): WebhookLogReposito
           message_id text)) WITH ORDINALITY AS l(id, company_id, integration_id, received_at, http_status, outcome,
           reason, session_id, message_id, position)
         ORDER BY l.position
-        RETURNING integration_id, insertion, ${PREVIOUS_INSERTION}`,
+        RETURNING integration_id`,
         [storableJson(rows)],
       )
-      const byIntegration = new Map<string, { previous: unknown; insertions: number[] }>()
+      const entries = new Map<string, number>()
       for (const row of added) {
         const integrationId = String(row.integration_id)
-        const entries = byIntegration.get(integrationId) ?? { previous: row.previous, insertions: [] }
-        entries.insertions.push(toInteger(row.insertion))
-        byIntegration.set(integrationId, entries)
+        entries.set(integrationId, (entries.get(integrationId) ?? 0) + 1)
       }
-      for (const [integrationId, { previous, insertions }] of byIntegration) {
-        if (startsBlock(previous, insertions)) await trim(integrationId)
+      for (const [integrationId, count] of entries) {
+        if (trims.due(integrationId, count)) await trim(integrationId)
       }
     },
 
