@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto'
-import { contentWords, type KnowledgeIndex, type KnowledgePassage, splitPassages } from '@switchboard/core'
+import {
+  contentWords,
+  type KnowledgeIndex,
+  type KnowledgePassage,
+  sharedWords,
+  splitPassages,
+} from '@switchboard/core'
 import { assertDbOption, type Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
 import { isIntegerId, toInteger } from './sql-values.js'
@@ -170,17 +176,4 @@ function rank(
     .filter(({ passage }) => passage.score > 0)
     .sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)
     .map(({ passage }) => passage)
-}
-
-/** The query words a passage holds, in the query's order (the memory index's order). */
-function sharedWords(
-  wordCounts: ReadonlyMap<string, number>,
-  queryPositions: ReadonlyMap<string, number>,
-): string[] {
-  if (wordCounts.size >= queryPositions.size) {
-    return [...queryPositions.keys()].filter((word) => wordCounts.has(word))
-  }
-  return [...wordCounts.keys()]
-    .filter((word) => queryPositions.has(word))
-    .sort((left, right) => queryPositions.get(left)! - queryPositions.get(right)!)
 }

@@ -1,7 +1,7 @@
 import type { KnowledgeDocumentInput, KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { KnowledgePassage } from '../ports/llm-provider.js'
 import { splitPassages } from './split-passages.js'
-import { contentWords } from './text-words.js'
+import { contentWords, sharedWords } from './text-words.js'
 
 /** Okapi BM25's usual constants: how fast repeats stop adding, and how much length matters. */
 const TERM_SATURATION = 1.2
@@ -124,17 +124,6 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
       return scored.slice(0, Math.floor(options.limit)).map(({ passage }) => passage)
     },
   }
-}
-
-/** The query words a passage holds, in the query's order, so their scores add up alike however found. */
-function sharedWords(
-  wordCounts: ReadonlyMap<string, number>,
-  queryWords: ReadonlyMap<string, number>,
-): string[] {
-  if (wordCounts.size >= queryWords.size) return [...queryWords.keys()].filter((word) => wordCounts.has(word))
-  return [...wordCounts.keys()]
-    .filter((word) => queryWords.has(word))
-    .sort((left, right) => queryWords.get(left)! - queryWords.get(right)!)
 }
 
 function agentKey(companyId: number, agentId: number): string {

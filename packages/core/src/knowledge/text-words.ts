@@ -32,3 +32,18 @@ export function contentWords(text: string): string[] {
   const words = text.toLowerCase().match(WORD) ?? []
   return words.filter((word) => !STOP_WORDS.has(word))
 }
+
+/**
+ * The query words a passage holds (`queryWords` maps each to its place in the query), in the
+ * query's order, so their scores add up alike however found. It walks the smaller of the two, so
+ * a long message costs no more than the passages it is searched against.
+ */
+export function sharedWords(
+  wordCounts: ReadonlyMap<string, number>,
+  queryWords: ReadonlyMap<string, number>,
+): string[] {
+  if (wordCounts.size >= queryWords.size) return [...queryWords.keys()].filter((word) => wordCounts.has(word))
+  return [...wordCounts.keys()]
+    .filter((word) => queryWords.has(word))
+    .sort((left, right) => queryWords.get(left)! - queryWords.get(right)!)
+}
