@@ -127,12 +127,14 @@ export async function startReferenceServer(
   if (config.trustProxy !== undefined) app.set('trust proxy', config.trustProxy)
   app.use((request, response, next) => {
     const started = process.hrtime.bigint()
+    // Read now: routers mounted below strip their prefix from the request while they handle it.
+    const path = request.path
     response.on('finish', () => {
       logger.info(
         {
           requestId: response.locals.requestId,
           method: request.method,
-          path: request.path,
+          path,
           status: response.statusCode,
           ms: Number(process.hrtime.bigint() - started) / 1e6,
         },

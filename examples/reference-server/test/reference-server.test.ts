@@ -222,6 +222,23 @@ describe('the reference server', () => {
     expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
   })
 
+  it('logs each request with the path it was sent to, mount prefix included and query left out', async () => {
+    const service = await start({ LOG_LEVEL: 'info' })
+    const logged = vi.spyOn(service.logger, 'info').mockImplementation(() => undefined)
+    await fetch(`${service.url}/api/health`)
+    await fetch(`${service.url}/api/sessions?limit=5`)
+    await fetch(`${service.url}/widget.js`)
+
+    const requests = logged.mock.calls
+      .filter(([, message]) => message === 'request')
+      .map(([entry]) => entry as unknown as { method: string; path: string; status: number })
+    expect(requests).toEqual([
+      expect.objectContaining({ method: 'GET', path: '/api/health', status: 200 }),
+      expect.objectContaining({ method: 'GET', path: '/api/sessions', status: 401 }),
+      expect.objectContaining({ method: 'GET', path: '/widget.js', status: 200 }),
+    ])
+  })
+
   it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {
     const server = await start({
       TLS_CERT_FILE: `${fixtures}localhost-cert.pem`,
