@@ -72,7 +72,7 @@ export function createRouter(options: RouterOptions): Router {
   router.use(accountRoutes(options.accounts, logger))
   const { switchboard, accounts } = options
   const clock = options.clock ?? createSystemClock()
-  const agents = createAgentService({ storage: switchboard.storage, clock })
+  const agents = createAgentService({ storage: switchboard.storage, clock, knowledge: switchboard.knowledge })
   const integrations = createIntegrationService({
     storage: switchboard.storage,
     clock,

@@ -70,6 +70,39 @@ describe('knowledge over HTTP', () => {
     expect(searchAfter).toEqual([])
   })
 
+  it("deletes an agent's knowledge base with the agent: its documents and their passages", async () => {
+    const agent = await server.request('POST', '/api/agents', {
+      token: company.jwt,
+      body: { name: 'Leaving' },
+    })
+    const leavingId = (agent.body as { id: number }).id
+    for (const title of ['Returns', 'Shipping']) {
+      const added = await server.request('POST', `/api/agents/${leavingId}/knowledge`, {
+        token: company.jwt,
+        body: { title, content: 'Returns are free within 30 days.' },
+      })
+      expect(added.status).toBe(201)
+    }
+
+    const deleted = await server.request('DELETE', `/api/agents/${leavingId}`, { token: company.jwt })
+
+    expect(deleted.status).toBe(204)
+    const storage = server.switchboard.storage
+    const documents = await storage.knowledgeDocuments.list({
+      companyId: company.id,
+      agentId: leavingId,
+      limit: 10,
+    })
+    expect(documents.items).toEqual([])
+    const passages = await server.switchboard.knowledge.search({
+      companyId: company.id,
+      agentId: leavingId,
+      query: 'returns',
+      limit: 3,
+    })
+    expect(passages).toEqual([])
+  })
+
   it('validates title (1..200) and content (1..100,000)', async () => {
     for (const body of [
       { title: '', content: 'x' },

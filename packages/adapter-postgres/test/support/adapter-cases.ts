@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import {
   createAgentService,
+  createKnowledgeService,
+  createRandomIds,
   type EventBus,
   type Storage,
   WEBHOOK_DELIVERIES_KEPT_MS,
@@ -8,7 +10,13 @@ import {
 } from '@switchboard/core'
 import { createManualClock, seedChannel } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
-import { createPostgresEventBus, type Db, MIGRATIONS, migrate } from '../../src/index.js'
+import {
+  createPostgresEventBus,
+  createPostgresKnowledgeIndex,
+  type Db,
+  MIGRATIONS,
+  migrate,
+} from '../../src/index.js'
 
 export interface AdapterCaseContext {
   readonly db: () => Db
@@ -168,6 +176,29 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     expect(results.filter((result) => result.isOk())).toHaveLength(1)
     const refused = results.filter((result) => result.isErr()).map((result) => result._unsafeUnwrapErr().code)
     expect(refused).toEqual(Array.from({ length: 9 }, () => 'NOT_FOUND'))
+  })
+
+  it("deletes an agent's knowledge base with it, past the first page, also when deleted three times at once", async () => {
+    const storage = context.storage()
+    const clock = createManualClock(new Date())
+    const index = await createPostgresKnowledgeIndex({ db: context.db() })
+    const agents = createAgentService({ storage, clock, knowledge: index })
+    const knowledge = createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() })
+    const { companyId } = await seedChannel(storage)
+    const agent = (await agents.create(companyId, { name: 'Leaving' }))._unsafeUnwrap()
+    for (let document = 0; document < 101; document++) {
+      await knowledge.add(
+        { companyId, agentId: agent.id },
+        { title: `Doc ${document}`, content: 'Refunds take 5 days.' },
+      )
+    }
+
+    const results = await Promise.all(Array.from({ length: 3 }, () => agents.delete(companyId, agent.id)))
+
+    expect(results.filter((result) => result.isOk())).toHaveLength(1)
+    const documents = await storage.knowledgeDocuments.list({ companyId, agentId: agent.id, limit: 100 })
+    expect(documents.items).toEqual([])
+    expect(await index.search({ companyId, agentId: agent.id, query: 'refunds', limit: 5 })).toEqual([])
   })
 
   it('delivers an event payload too big for one NOTIFY, in order with the small ones', async () => {

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_FALLBACK_REPLY } from '../domain/agent.js'
+import { createKnowledgeService } from '../knowledge/knowledge-service.js'
+import { createMemoryKnowledgeIndex } from '../knowledge/memory-knowledge-index.js'
 import { createMemoryStorage } from '../memory/memory-storage.js'
+import { createRandomIds } from '../runtime/system-clock.js'
 import { createManualClock } from '../testing/manual-clock.js'
 import { createAgentService } from './agent-service.js'
 
@@ -215,5 +218,60 @@ describe('agent service', () => {
     // Once nobody names it any more, the target can go.
     expect((await agents.delete(COMPANY, target.id)).isOk()).toBe(true)
     expect((await agents.get(COMPANY, target.id))._unsafeUnwrapErr().code).toBe('NOT_FOUND')
+  })
+
+  it("deletes the agent's knowledge base with it, every document and its passages, and keeps the others'", async () => {
+    const storage = createMemoryStorage()
+    const clock = createManualClock()
+    const index = createMemoryKnowledgeIndex()
+    const agents = createAgentService({ storage, clock, knowledge: index })
+    const knowledge = createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() })
+    const leaving = (await agents.create(COMPANY, { name: 'Leaving' }))._unsafeUnwrap()
+    const staying = (await agents.create(COMPANY, { name: 'Staying' }))._unsafeUnwrap()
+    // More than a page of documents, so the deletion cannot stop at the first one.
+    for (let index = 0; index < 120; index++) {
+      await knowledge.add(
+        { companyId: COMPANY, agentId: leaving.id },
+        { title: `Doc ${index}`, content: 'Refunds take 5 days.' },
+      )
+    }
+    await knowledge.add(
+      { companyId: COMPANY, agentId: staying.id },
+      { title: 'Kept', content: 'Refunds take 5 days.' },
+    )
+    const search = (agentId: number) =>
+      index.search({ companyId: COMPANY, agentId, query: 'refunds', limit: 5 })
+    const documents = (agentId: number) =>
+      storage.knowledgeDocuments.list({ companyId: COMPANY, agentId, limit: 100 })
+
+    expect((await agents.delete(COMPANY, leaving.id)).isOk()).toBe(true)
+
+    expect((await documents(leaving.id)).items).toEqual([])
+    expect(await search(leaving.id)).toEqual([])
+    expect((await documents(staying.id)).items.map((document) => document.title)).toEqual(['Kept'])
+    expect(await search(staying.id)).toHaveLength(1)
+  })
+
+  it('keeps the knowledge base of an agent it refuses to delete', async () => {
+    const storage = createMemoryStorage()
+    const clock = createManualClock()
+    const index = createMemoryKnowledgeIndex()
+    const agents = createAgentService({ storage, clock, knowledge: index })
+    const knowledge = createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() })
+    const target = (await agents.create(COMPANY, { name: 'Target' }))._unsafeUnwrap()
+    await agents.create(COMPANY, { name: 'Caller', handoff: { allowedTargets: [target.id] } })
+    await knowledge.add(
+      { companyId: COMPANY, agentId: target.id },
+      { title: 'Kept', content: 'Refunds take 5 days.' },
+    )
+
+    expect((await agents.delete(COMPANY, target.id))._unsafeUnwrapErr().code).toBe('CONFLICT')
+
+    expect(
+      await index.search({ companyId: COMPANY, agentId: target.id, query: 'refunds', limit: 5 }),
+    ).toHaveLength(1)
+    expect(
+      (await storage.knowledgeDocuments.list({ companyId: COMPANY, agentId: target.id, limit: 10 })).items,
+    ).toHaveLength(1)
   })
 })

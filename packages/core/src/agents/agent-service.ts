@@ -12,11 +12,17 @@ import {
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import { type FieldProblem, parseInput } from '../domain/parse-input.js'
 import type { Clock } from '../ports/clock.js'
+import type { KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { Page, PageRequest, Repositories, Storage } from '../ports/storage.js'
 
 export interface AgentServiceOptions {
   readonly storage: Storage
   readonly clock: Clock
+  /**
+   * Where the agents' knowledge passages are searched. Given, deleting an agent deletes its
+   * knowledge base too (documents and passages); without it they stay, unreachable.
+   */
+  readonly knowledge?: KnowledgeIndex
 }
 
 /** The agents of a company. Every call names the company; another company's agent is not found. */
@@ -31,11 +37,19 @@ export interface AgentService {
    * the fields sent change.
    */
   update(companyId: number, id: number, patch: AgentUpdate): Promise<Result<Agent, SwitchboardError>>
-  /** `CONFLICT` while an integration enters through the agent or another agent names it. */
+  /**
+   * `CONFLICT` while an integration enters through the agent or another agent names it. Its
+   * knowledge base goes with it (see `knowledge` in the options).
+   */
   delete(companyId: number, id: number): Promise<Result<null, SwitchboardError>>
 }
 
 const notFound = () => switchboardError('NOT_FOUND', 'agent not found')
+const referenced = () =>
+  switchboardError(
+    'CONFLICT',
+    'the agent is the entry agent of an integration or a handoff or routing target of another agent',
+  )
 
 /** Every agent id a configuration names, with the field that names it. */
 function agentReferences(config: {
@@ -84,7 +98,19 @@ async function checkReferences(
 }
 
 export function createAgentService(options: AgentServiceOptions): AgentService {
-  const { storage, clock } = options
+  const { storage, clock, knowledge } = options
+
+  const deleteAgent = (companyId: number, id: number): Promise<Result<null, SwitchboardError>> =>
+    // One transaction, the agent held first: a writer naming it meanwhile (an integration, a
+    // handoff target, a reassignment) holds it too, so this waits for that one to commit and
+    // then sees the reference, or that one waits and then finds no agent.
+    storage.transaction(async (tx): Promise<Result<null, SwitchboardError>> => {
+      if ((await tx.agents.get({ companyId, id, lock: 'update' })) === null) return err(notFound())
+      if (await tx.agents.isReferenced({ companyId, id })) return err(referenced())
+      // Under READ COMMITTED every concurrent delete finds the agent above; only one deletes it.
+      if (!(await tx.agents.delete({ companyId, id }))) return err(notFound())
+      return ok(null)
+    })
 
   return {
     async create(companyId, input) {
@@ -121,23 +147,41 @@ export function createAgentService(options: AgentServiceOptions): AgentService {
       })
     },
 
-    delete: (companyId, id) =>
-      // One transaction, the agent held first: a writer naming it meanwhile (an integration, a
-      // handoff target, a reassignment) holds it too, so this waits for that one to commit and
-      // then sees the reference, or that one waits and then finds no agent.
-      storage.transaction(async (tx): Promise<Result<null, SwitchboardError>> => {
-        if ((await tx.agents.get({ companyId, id, lock: 'update' })) === null) return err(notFound())
-        if (await tx.agents.isReferenced({ companyId, id })) {
-          return err(
-            switchboardError(
-              'CONFLICT',
-              'the agent is the entry agent of an integration or a handoff or routing target of another agent',
-            ),
-          )
-        }
-        // Under READ COMMITTED every concurrent delete finds the agent above; only one deletes it.
-        if (!(await tx.agents.delete({ companyId, id }))) return err(notFound())
-        return ok(null)
-      }),
+    async delete(companyId, id) {
+      if (knowledge !== undefined) {
+        // Before the agent, so that a failure leaves an agent whose deletion can be asked again,
+        // not documents of an agent nobody can name any more. A reference made between this look
+        // and the deletion below still refuses it, and the knowledge base is gone by then.
+        const agent = await storage.agents.get({ companyId, id })
+        if (agent === null) return err(notFound())
+        if (await storage.agents.isReferenced({ companyId, id })) return err(referenced())
+        await removeKnowledgeBase(storage, knowledge, companyId, id)
+      }
+      return deleteAgent(companyId, id)
+    },
   }
+}
+
+/** Every document of the agent, each one's passages first, as the knowledge service removes one. */
+async function removeKnowledgeBase(
+  storage: Storage,
+  knowledge: KnowledgeIndex,
+  companyId: number,
+  agentId: number,
+): Promise<void> {
+  // Page by page behind a cursor, which documents deleted before it do not move.
+  let cursor: string | undefined
+  do {
+    const page = await storage.knowledgeDocuments.list({
+      companyId,
+      agentId,
+      limit: 100,
+      ...(cursor === undefined ? {} : { cursor }),
+    })
+    for (const document of page.items) {
+      await knowledge.remove({ companyId, documentId: document.id })
+      await storage.knowledgeDocuments.delete({ companyId, agentId, id: document.id })
+    }
+    cursor = page.nextCursor ?? undefined
+  } while (cursor !== undefined)
 }
