@@ -37,7 +37,8 @@ interface ConnectionOptions {
 interface ClientOptions {
   /**
    * A client you built yourself (a proxy, custom headers, Azure); timeout and retries still apply
-   * per call. Its waits between retries are its own: give it `fetch` with a bound if you need one.
+   * per call. Its waits between retries are its own, and so is the time an answer's body may take
+   * after its headers: give it a `fetch` with bounds if you need them.
    */
   readonly client: OpenAI
   readonly apiKey?: undefined
@@ -84,21 +85,35 @@ function createClient(options: ConnectionOptions, timeoutMs: number, maxRetries:
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
     timeout: timeoutMs,
     maxRetries,
-    fetch: fetchWithBoundedRetryAfter,
+    fetch: boundedFetch(timeoutMs),
   })
 }
 
-/** `fetch`, with a `retry-after(-ms)` asking for more than MAX_RETRY_AFTER_MS taken off the answer. */
-async function fetchWithBoundedRetryAfter(
-  input: string | URL | Request,
-  init?: RequestInit,
-): Promise<Response> {
-  const response = await fetch(input, init)
-  if (!asksForLongWait(response.headers)) return response
-  const headers = new Headers(response.headers)
-  headers.delete('retry-after')
-  headers.delete('retry-after-ms')
-  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
+/**
+ * `fetch` for one attempt, bounded as a whole. The openai package's timeout ends with the answer's
+ * headers: a server that sends them and then stalls would hold the session's turn, and every
+ * message after it, for ever. The body is read here, within `timeoutMs` of the attempt's start, so
+ * a stall is a timed-out attempt, retried like one. A `retry-after(-ms)` asking for more than
+ * MAX_RETRY_AFTER_MS is taken off the answer.
+ */
+function boundedFetch(timeoutMs: number) {
+  return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const attempt = new AbortController()
+    const timer = setTimeout(() => attempt.abort(), timeoutMs)
+    const signal = init?.signal ? AbortSignal.any([init.signal, attempt.signal]) : attempt.signal
+    try {
+      const response = await fetch(input, { ...init, signal })
+      const body = response.body === null ? null : await response.arrayBuffer()
+      const headers = new Headers(response.headers)
+      if (asksForLongWait(headers)) {
+        headers.delete('retry-after')
+        headers.delete('retry-after-ms')
+      }
+      return new Response(body, { status: response.status, statusText: response.statusText, headers })
+    } finally {
+      clearTimeout(timer)
+    }
+  }
 }
 
 function asksForLongWait(headers: Headers): boolean {

@@ -6,6 +6,7 @@ import {
   errorAnswer,
   type FakeOpenAiServer,
   replyAnswer,
+  stalledAnswer,
   startFakeOpenAiServer,
   toolCallsAnswer,
 } from './support/fake-openai-server.js'
@@ -292,6 +293,22 @@ describe('the OpenAI provider: failures', () => {
     )
     expect(fake.requests).toHaveLength(2)
     expect(performance.now() - started).toBeLessThan(1900)
+  })
+
+  // The openai package's timeout stops at the answer's headers; a server that sends them and then
+  // stalls would hold the session's turn, and every message after it, for ever.
+  it('gives up on an attempt whose answer stalls after its headers, after timeoutMs', async () => {
+    const impatient = createOpenAiProvider({ apiKey: 'k', baseURL: fake.url, timeoutMs: 200, maxRetries: 1 })
+    fake.otherwise(stalledAnswer())
+    const outcome = await Promise.race([
+      impatient.complete({ model: 'gpt-4o-mini', messages: conversation }).then(
+        () => 'answered',
+        (error: unknown) => String(error),
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting after 3 s'), 3000)),
+    ])
+    expect(outcome).toMatch(/timed out/i)
+    expect(fake.requests).toHaveLength(2)
   })
 
   it('stops when the signal aborts, without retrying', async () => {

@@ -34,6 +34,11 @@ export type FakeAnswer =
       readonly delayMs: number
     }
   | {
+      /** A 200 whose headers and first bytes go out, then nothing more: a server stuck mid-answer. */
+      readonly kind: 'stalled'
+      readonly delayMs: number
+    }
+  | {
       readonly kind: 'error'
       readonly status: number
       readonly message: string
@@ -122,6 +127,11 @@ export function errorAnswer(
   }
 }
 
+/** Headers and the start of a completion, then the server never finishes the body. */
+export function stalledAnswer(): FakeAnswer {
+  return { kind: 'stalled', delayMs: 0 }
+}
+
 const ERROR_TYPES: Readonly<Record<number, string>> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
@@ -175,6 +185,11 @@ export async function startFakeOpenAiServer(): Promise<FakeOpenAiServer> {
               : { 'retry-after': String(answer.retryAfterSeconds) }),
           },
         )
+        return
+      }
+      if (answer.kind === 'stalled') {
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.write('{"id":"chatcmpl-stalled","object":"chat.completion","choices":[')
         return
       }
       if (answer.kind === 'raw') {
