@@ -14,7 +14,7 @@ export type SessionEvent =
     }
   | {
       readonly kind: 'typing'
-      /** A turn started (on) or ended (off). */
+      /** A turn started (on) or ended (off); off without a messageId: a job that ran no turn. */
       readonly on: boolean
       /** The customer message the turn answers: a job tried again starts the same turn again. */
       readonly messageId?: string

@@ -35,8 +35,9 @@ const KNOWN_SESSIONS_MAX = 10_000
 /**
  * `send` publishes an outgoing message on the session's EventBus topic, so the process holding
  * the visitor's socket delivers it, whichever process ran the turn. It also relays the runtime
- * events the widget shows (an agent is typing, the session was paused, resumed or closed) from
- * this process to the bus. Every process that runs turns or serves the sessions API needs one.
+ * events the widget shows (an agent is typing or will not answer, the session was paused, resumed
+ * or closed) from this process to the bus. Every process that runs turns or serves the sessions
+ * API needs one.
  */
 export function createWebchatConnector(options: WebchatConnectorOptions): WebchatConnector {
   checkWebchatOptions('createWebchatConnector', options)
@@ -72,10 +73,15 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
     relay(event.sessionId, { kind: 'typing', on: false, messageId: event.messageId, replied: event.replied })
   const onStateChanged = (event: SwitchboardEvents['session-state-changed'][0]) =>
     relay(event.sessionId, { kind: 'state', state: event.to })
+  // Without credits the job runs no turn, so no turn's end turns off the typing its ack turned on.
+  const onErrorRecorded = (event: SwitchboardEvents['session-error-recorded'][0]) => {
+    if (event.error.code === 'CREDITS_EXHAUSTED') relay(event.sessionId, { kind: 'typing', on: false })
+  }
 
   switchboard.events.on('turn-started', onTurnStarted)
   switchboard.events.on('turn-completed', onTurnCompleted)
   switchboard.events.on('session-state-changed', onStateChanged)
+  switchboard.events.on('session-error-recorded', onErrorRecorded)
 
   return {
     type: WEBCHAT_TYPE,
@@ -95,6 +101,7 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
       switchboard.events.off('turn-started', onTurnStarted)
       switchboard.events.off('turn-completed', onTurnCompleted)
       switchboard.events.off('session-state-changed', onStateChanged)
+      switchboard.events.off('session-error-recorded', onErrorRecorded)
     },
   }
 }

@@ -201,6 +201,29 @@ describe('the webchat protocol', () => {
     20_000,
   )
 
+  // CONTRACT §9: without credits no agent works, so none is typing (§7); the dots used to show until
+  // the 30 s timeout for a reply that never comes.
+  it('turns typing off when the company has no credits left and nothing will answer', async () => {
+    const { switchboard } = fixture.service.reference
+    const visitor = await visit()
+    const { sessionId } = await visitor.next('session')
+    const { companyId } = (await switchboard.storage.sessions.get({ id: sessionId as string }))!
+    const balance = await switchboard.storage.billing.getBalance({ companyId })
+    await switchboard.storage.billing.adjust({ companyId, amountUsd: -balance, at: new Date() })
+    try {
+      visitor.send({ type: 'message', text: 'anyone?', clientMessageId: 'broke-1' })
+      await visitor.next('ack')
+      await switchboard.idle()
+      await visitor.quietFor(300)
+      const view = await fixture.service.api<SessionView>('GET', `/api/sessions/${sessionId}`)
+      expect(view.body.metadata.errors.map((error) => error.code)).toEqual(['CREDITS_EXHAUSTED'])
+      const lastTyping = visitor.frames.filter((frame) => frame.type === 'typing').at(-1)
+      expect(lastTyping ?? { on: false }).toMatchObject({ on: false })
+    } finally {
+      await switchboard.storage.billing.adjust({ companyId, amountUsd: balance, at: new Date() })
+    }
+  })
+
   it('acks a message without a clientMessageId with its messageId alone', async () => {
     fixture.service.model.script(fixture.agentId, reply('Sure.'))
     const visitor = await visit()
