@@ -348,6 +348,38 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
       await page.context().close()
     })
 
+    // The badge is for replies that came while the chat was closed. A page of the site opened
+    // after a conversation replays its history, and every earlier reply counted as unread: the
+    // visitor who had read them all saw a badge of their number on each page.
+    it('counts on the badge only replies the visitor has not seen', { timeout: 30_000 }, async () => {
+      const page = await openDemo()
+      const first = onSocket(page, 0)
+      await first.open()
+      await first.answerHistory([hello, hi])
+      await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text])
+
+      // Another page of the site, where the widget starts closed: it resumes with the saved token,
+      // and a reply came meanwhile.
+      await page.route('**/demo/webchat*', async (route) => {
+        const response = await route.fetch()
+        const body = (await response.text()).replace(' data-open="true"', '')
+        await route.fulfill({ response, body })
+      })
+      await page.reload()
+      const again = onSocket(page, 0)
+      await again.open()
+      await again.answerHistory([hello, hi, reply])
+      await expect.poll(() => shownTexts(page)).toEqual([hello.text, hi.text, reply.text])
+      const badge = page.locator('#switchboard-webchat .badge')
+      expect(await badge.textContent()).toBe('1')
+
+      await again.deliver(written(5, 'operator', 'Anything else?'))
+      await expect.poll(() => badge.textContent()).toBe('2')
+      await page.locator('#switchboard-webchat .bubble').click()
+      expect(await badge.isHidden()).toBe(true)
+      await page.context().close()
+    })
+
     // Tabs share the saved state, and each wrote its own unsent messages over the others': a
     // message typed while offline was gone from storage once another tab connected, and a reload
     // of its tab neither showed nor sent it.

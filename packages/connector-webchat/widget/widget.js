@@ -27,7 +27,7 @@
   const RATE_LIMIT_PAUSE_MS = 10_000
   const TOKEN_REFUSALS_BEFORE_NEW_VISITOR = 3
 
-  /** { token, sessionId, pending: [{clientMessageId, text}] } — what must survive a reload. */
+  /** { token, sessionId, readAt, pending: [{clientMessageId, text}] } — what must survive a reload. */
   const saved = load()
   let socket = null
   let connected = false
@@ -45,6 +45,11 @@
   let lastMessageId = null
   /** When the message `lastMessageId` names was written. */
   let lastMessageAt = null
+  /**
+   * When the newest reply the visitor saw with the chat open was written, in any tab. The badge
+   * counts only later ones: a page of the site replays the whole history as it opens.
+   */
+  let readAt = saved.readAt || null
   let retryMs = RETRY_MIN_MS
   let retryTimer = null
   let skipTokenOnce = false
@@ -70,17 +75,19 @@
     try {
       // The visitor's other tabs keep their unsent messages here too: theirs stay (less those this
       // tab saw acked), or a reload of such a tab would neither show nor send them.
-      const stored = load().pending
+      const stored = load()
       const kept = new Map()
-      for (const item of Array.isArray(stored) ? stored : []) {
+      for (const item of Array.isArray(stored.pending) ? stored.pending : []) {
         if (item && !settled.has(item.clientMessageId)) kept.set(item.clientMessageId, item)
       }
       for (const item of pending.values()) {
         kept.set(item.clientMessageId, { clientMessageId: item.clientMessageId, text: item.text })
       }
+      // What the visitor read in another tab is read here too.
+      if (typeof stored.readAt === 'string' && !(readAt >= stored.readAt)) readAt = stored.readAt
       localStorage.setItem(
         storageKey,
-        JSON.stringify({ token: saved.token, sessionId, pending: [...kept.values()] }),
+        JSON.stringify({ token: saved.token, sessionId, readAt, pending: [...kept.values()] }),
       )
     } catch {
       // Storage may be disabled (private mode): the chat works, it just will not resume.
@@ -220,11 +227,19 @@
     }
     if (shown.has(frame.messageId)) return
     shown.set(frame.messageId, render(frame.role, frame.text, { messageId: frame.messageId, at: frame.at }))
-    if (frame.role !== 'customer' && panel.hidden) {
+    if (frame.role === 'customer') return
+    if (!panel.hidden) markRead(frame.at)
+    else if (!(readAt >= frame.at)) {
       unread += 1
       badge.textContent = String(unread)
       badge.hidden = false
     }
+  }
+
+  function markRead(at) {
+    if (!at || readAt >= at) return
+    readAt = at
+    save()
   }
 
   function setTyping(on) {
@@ -239,6 +254,7 @@
     bubble.setAttribute('aria-label', 'Close the chat')
     unread = 0
     badge.hidden = true
+    markRead(lastMessageAt)
     start()
     input.focus()
     scrollDown()
