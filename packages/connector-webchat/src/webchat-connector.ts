@@ -43,6 +43,10 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
   checkWebchatOptions('createWebchatConnector', options)
   const { switchboard, eventBus } = options
   const knownSessions = new Map<string, boolean>()
+  const remember = (sessionId: string, webchat: boolean) => {
+    if (knownSessions.size >= KNOWN_SESSIONS_MAX && !knownSessions.has(sessionId)) knownSessions.clear()
+    knownSessions.set(sessionId, webchat)
+  }
 
   const isWebchatSession = async (sessionId: string): Promise<boolean> => {
     const known = knownSessions.get(sessionId)
@@ -51,9 +55,8 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
     if (session === null) return false
     const integration = await switchboard.storage.integrations.get({ id: session.integrationId })
     if (integration === null) return false
-    if (knownSessions.size >= KNOWN_SESSIONS_MAX) knownSessions.clear()
     const webchat = integration.type === WEBCHAT_TYPE
-    knownSessions.set(sessionId, webchat)
+    remember(sessionId, webchat)
     return webchat
   }
 
@@ -86,7 +89,7 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
   return {
     type: WEBCHAT_TYPE,
     async send({ session, message }): Promise<SendOutcome> {
-      knownSessions.set(session.id, true)
+      remember(session.id, true)
       try {
         const event: SessionEvent = { kind: 'message', frame: messageFrame(message) }
         await eventBus.publish(sessionTopic(session.id), event)
