@@ -383,6 +383,34 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
     // Tabs share the saved state, and each wrote its own unsent messages over the others': a
     // message typed while offline was gone from storage once another tab connected, and a reload
     // of its tab neither showed nor sent it.
+    // The server answers INTERNAL_ERROR when it could not store a message (its database is down):
+    // nothing was stored, and the visitor who typed it again stored it twice once it came back.
+    it('sends a message again a while after the server could not store it, on the same socket', {
+      timeout: 30_000,
+    }, async () => {
+      const page = await openDemo()
+      await page.clock.install()
+      const socket = onSocket(page, 0)
+      await socket.open()
+      await socket.answerHistory([hello, hi])
+      const input = page.locator('#switchboard-webchat textarea')
+      await input.fill(next.text)
+      await input.press('Enter')
+      const [sent] = await socket.sentOf('message')
+
+      await socket.deliver({
+        type: 'error',
+        code: 'INTERNAL_ERROR',
+        message: 'the message could not be stored',
+      })
+      await page.clock.runFor(10_000)
+
+      const messages = await socket.sentOf('message')
+      expect(messages).toHaveLength(2)
+      expect(messages[1]).toEqual(sent)
+      await page.context().close()
+    })
+
     it("keeps a tab's unsent message through another tab's save and a reload", {
       timeout: 30_000,
     }, async () => {

@@ -24,7 +24,7 @@
   const MAX_CHARACTERS = 4000
   const RETRY_MIN_MS = 1000
   const RETRY_MAX_MS = 30_000
-  const RATE_LIMIT_PAUSE_MS = 10_000
+  const RESEND_PAUSE_MS = 10_000
   const TOKEN_REFUSALS_BEFORE_NEW_VISITOR = 3
 
   /** { token, sessionId, readAt, pending: [{clientMessageId, text}] } — what must survive a reload. */
@@ -361,13 +361,19 @@
         }
         return
       case 'error':
-        if (frame.code === 'RATE_LIMITED') {
-          showStatus('You are sending messages quickly; the next ones go out in a few seconds.')
+        // Refused for now, nothing stored: what waits for its ack goes again after a pause (the
+        // server acks a message it has already stored again, so none is stored twice).
+        if (frame.code === 'RATE_LIMITED' || frame.code === 'INTERNAL_ERROR') {
+          showStatus(
+            frame.code === 'RATE_LIMITED'
+              ? 'You are sending messages quickly; the next ones go out in a few seconds.'
+              : 'Your message could not be sent yet; trying again in a few seconds.',
+          )
           clearTimeout(resendTimer)
           resendTimer = setTimeout(() => {
             showStatus('')
             for (const item of pending.values()) transmit(item)
-          }, RATE_LIMIT_PAUSE_MS)
+          }, RESEND_PAUSE_MS)
         } else {
           showStatus(frame.message)
         }
