@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { isoTimestamp } from './iso-timestamp.js'
+import { isoTimestamp, timeOfIsoTimestamp } from './iso-timestamp.js'
 
 describe('isoTimestamp', () => {
   it('formats any instant as toISOString does, whatever came before', () => {
@@ -17,5 +17,21 @@ describe('isoTimestamp', () => {
     expect(isoTimestamp(at)).toBe('2026-01-02T03:04:05.678Z')
     expect(() => isoTimestamp(new Date(Number.NaN))).toThrow(RangeError)
     expect(isoTimestamp(new Date(at.getTime()))).toBe('2026-01-02T03:04:05.678Z')
+  })
+
+  it('reads a timestamp back as Date.parse does, whether or not it is the last one formatted', () => {
+    const instant = fc.date({ min: new Date(-8.64e15), max: new Date(8.64e15), noInvalidDate: true })
+    const text = fc.oneof(
+      instant.map((date) => date.toISOString()),
+      fc.string(),
+    )
+    fc.assert(
+      fc.property(fc.array(instant, { maxLength: 3 }), text, (formatted, read) => {
+        for (const date of formatted) isoTimestamp(date)
+        expect(timeOfIsoTimestamp(read)).toBe(Date.parse(read))
+        const last = formatted[formatted.length - 1]
+        if (last !== undefined) expect(timeOfIsoTimestamp(isoTimestamp(last))).toBe(last.getTime())
+      }),
+    )
   })
 })

@@ -126,12 +126,16 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
   }
 }
 
+/**
+ * Keys joined at the first colon, which a number's text never holds, so they stay unambiguous; every
+ * turn's search builds one, and `JSON.stringify` of a pair cost about 20 times a concatenation.
+ */
 function agentKey(companyId: number, agentId: number): string {
-  return JSON.stringify([companyId, agentId])
+  return `${companyId}:${agentId}`
 }
 
 function documentKey(companyId: number, documentId: string): string {
-  return JSON.stringify([companyId, documentId])
+  return `${companyId}:${documentId}`
 }
 
 function indexPassage(text: string): IndexedPassage {

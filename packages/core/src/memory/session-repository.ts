@@ -1,3 +1,4 @@
+import { timeOfIsoTimestamp } from '../domain/iso-timestamp.js'
 import type { Session } from '../domain/session.js'
 import type { SessionRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
@@ -61,7 +62,7 @@ export function createSessionRepository(options: {
         log.set(sessions.rows, session.id, {
           session,
           order: sessions.lastOrder,
-          createdAtMs: Date.parse(session.createdAt),
+          createdAtMs: timeOfIsoTimestamp(session.createdAt),
         })
         if (key !== null) log.set(sessions.openByCustomer, key, session.id)
         return session
@@ -119,7 +120,9 @@ export function createSessionRepository(options: {
           session,
           order: stored.order,
           createdAtMs:
-            session.createdAt === previous.createdAt ? stored.createdAtMs : Date.parse(session.createdAt),
+            session.createdAt === previous.createdAt
+              ? stored.createdAtMs
+              : timeOfIsoTimestamp(session.createdAt),
         })
         return session
       }),
