@@ -180,31 +180,29 @@ export async function processJob(
     const value = { stored: [] as Message[], silenced, transferring }
     const replies = inserting.length
     if (blocking !== undefined) writes.push(blocking)
-    // One flat list: the completion, the replies, then the other writes.
-    const pending = Promise.all<unknown>([completing, ...inserting, ...writes]).then((results) => {
-      if (results[0] !== true) throw new LeaseLost()
-      value.stored = results.slice(1, 1 + replies) as Message[]
-    })
     return {
       session: next,
       value,
-      pending,
+      // The completion, the replies, then the other writes.
+      pending: [completing, ...inserting, ...writes],
+      written: (results) => {
+        if (results[0] !== true) throw new LeaseLost()
+        value.stored = results.slice(1, 1 + replies) as Message[]
+      },
       // Charged last: every turn of the company updates its one balance row, which stays locked
       // from this write to COMMIT, so the company's other turns wait only for this commit.
       beforeCommit: (last) =>
-        Promise.all(
-          outcome.usage.map((call) =>
-            last.billing.recordUsage({
-              id: context.ids.uuid(),
-              companyId: current.companyId,
-              sessionId: current.id,
-              model: call.model,
-              inputTokens: call.usage.inputTokens,
-              outputTokens: call.usage.outputTokens,
-              costUsd: context.prices.cost(call.model, call.usage),
-              at: now,
-            }),
-          ),
+        outcome.usage.map((call) =>
+          last.billing.recordUsage({
+            id: context.ids.uuid(),
+            companyId: current.companyId,
+            sessionId: current.id,
+            model: call.model,
+            inputTokens: call.usage.inputTokens,
+            outputTokens: call.usage.outputTokens,
+            costUsd: context.prices.cost(call.model, call.usage),
+            at: now,
+          }),
         ),
     }
   })

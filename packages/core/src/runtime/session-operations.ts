@@ -76,8 +76,9 @@ export function createSessionOperations(
       if (session.state === 'closed') {
         // After the save, which waits for an operator's message holding the session: under READ
         // COMMITTED, blocking before it would miss that message, committed after the look.
-        const blockAll = (last: Repositories) =>
-          blockPending(last, current.id, ['agent', 'system', 'operator'], now())
+        const blockAll = (last: Repositories) => [
+          blockPending(last, current.id, ['agent', 'system', 'operator'], now()),
+        ]
         return { session, value: null, beforeCommit: blockAll }
       }
       return { session, value: null }

@@ -63,6 +63,36 @@ describe('updateSession', () => {
     ).rejects.toThrow('the disk is full')
     expect(applied).toBe(1)
   })
+
+  it('hands the started writes their results in order, and takes everything back when that check throws', async () => {
+    const storage = createMemoryStorage()
+    const channel = await createChannel(storage, 1)
+    const session = await createSession(storage, channel)
+    const seen: unknown[][] = []
+
+    const attempt = (refuse: boolean) =>
+      updateSession(storage, { sessionId: session.id }, (current, tx) => ({
+        session: { ...current, state: 'paused' },
+        value: null,
+        pending: [tx.jobs.pending({}), tx.sessions.get({ id: current.id })],
+        written: (results) => {
+          seen.push([...results])
+          if (refuse) throw new Error('the precondition is gone')
+        },
+        beforeCommit: (last) => [
+          last.billing.adjust({ companyId: current.companyId, amountUsd: 5, at: new Date() }),
+        ],
+      }))
+
+    await expect(attempt(true)).rejects.toThrow('the precondition is gone')
+    expect(seen[0]?.slice(0, 2)).toEqual([0, session])
+    expect(await storage.sessions.get({ id: session.id })).toEqual(session)
+    expect(await storage.billing.getBalance({ companyId: session.companyId })).toBe(0)
+
+    const updated = await attempt(false)
+    expect(updated._unsafeUnwrap().session).toMatchObject({ state: 'paused', version: session.version + 1 })
+    expect(await storage.billing.getBalance({ companyId: session.companyId })).toBe(5)
+  })
 })
 
 describe("an operator's message", () => {

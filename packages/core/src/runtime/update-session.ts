@@ -30,15 +30,20 @@ export type SessionChange<T> =
       readonly value: T
       /**
        * Writes `apply` started and did not wait for. The session's save and `beforeCommit` start
-       * behind them at once, so a storage that pipelines statements sends them all in one round
-       * trip; the transaction fails, and is taken back, when this rejects.
+       * behind them at once and all are awaited together, so a storage that pipelines statements
+       * sends them in one round trip; the transaction fails, and is taken back, when one rejects.
        */
-      readonly pending?: Promise<unknown>
+      readonly pending?: readonly Promise<unknown>[]
+      /**
+       * Sees what `pending` resolved to, in its order, once every write is done and before the
+       * commit; throwing takes the transaction back (a write that found its precondition gone).
+       */
+      readonly written?: (results: readonly unknown[]) => void
       /**
        * Writes started after the session's save, the last before COMMIT: a row that many
        * transactions update (a company's balance) then stays locked for the least time.
        */
-      readonly beforeCommit?: (tx: Repositories) => Promise<unknown>
+      readonly beforeCommit?: (tx: Repositories) => readonly Promise<unknown>[]
     }
   | { readonly error: SwitchboardError }
 
@@ -66,10 +71,17 @@ export async function updateSession<T>(
         const change = applied instanceof Promise ? await applied : applied
         if ('error' in change) return err(change.error)
         const saving = change.session === current ? current : tx.sessions.save(change.session)
-        const saved =
-          change.pending === undefined && change.beforeCommit === undefined
-            ? await saving
-            : (await Promise.all([saving, change.pending, change.beforeCommit?.(tx)]))[0]
+        let saved: Session | null
+        if (change.pending === undefined && change.beforeCommit === undefined) {
+          saved = await saving
+        } else {
+          // One flat list, one Promise.all: the writes `apply` started, the save, the last writes.
+          const pending = change.pending ?? []
+          const last = change.beforeCommit?.(tx) ?? []
+          const results = await Promise.all([...pending, saving, ...last])
+          change.written?.(results)
+          saved = results[pending.length] as Session | null
+        }
         if (saved === null) throw new VersionConflict()
         return ok({ session: saved, previous: current, value: change.value })
       })
