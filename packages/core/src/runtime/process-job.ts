@@ -59,9 +59,8 @@ export async function processJob(
   ])
   if (session === null || message === null || session.state !== 'ongoing') return skip(context, lease)
 
-  const loadAgent = createAgentLoader(context, session.companyId)
   const reads = Promise.all([
-    loadAgent(session.activeAgentId),
+    storage.agents.get({ companyId: session.companyId, id: session.activeAgentId }),
     storage.integrations.get({ id: session.integrationId }),
     storage.messages.history({
       sessionId: session.id,
@@ -73,6 +72,7 @@ export async function processJob(
   // A job skipped below never waits for the balance; its failure must not go unheard then.
   balance?.catch(() => undefined)
   const [active, integration, priorMessages] = await reads
+  const loadAgent = createAgentLoader(context, session.companyId, active ?? session.activeAgentId)
   let activeAgent = active
   /** The path entry of the entry agent taking over from an active agent that was deleted. */
   let takeover: AgentPathEntry | undefined
@@ -237,12 +237,18 @@ async function skip(context: RuntimeContext, lease: JobLease): Promise<void> {
   })
 }
 
-/** Loads each agent of the company once per job, however often the turn asks for it. */
+/**
+ * Loads each agent of the company once per job, however often the turn asks for it. `loaded` is
+ * the agent the job read already, or the id of one it found missing.
+ */
 function createAgentLoader(
   context: RuntimeContext,
   companyId: number,
+  loaded: Agent | number,
 ): (id: number) => Promise<Agent | null> {
   const agents = new Map<number, Agent | null>()
+  if (typeof loaded === 'number') agents.set(loaded, null)
+  else agents.set(loaded.id, loaded)
   return async (id) => {
     if (!agents.has(id)) agents.set(id, await context.storage.agents.get({ companyId, id }))
     return agents.get(id) ?? null
