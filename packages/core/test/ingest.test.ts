@@ -159,6 +159,27 @@ describe('ingest', () => {
     expect(await harness.switchboard.integration(copy.id, { remembered: true })).toEqual(updated)
   })
 
+  it("stores a new customer's session with the message and its job, in one round trip", async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('ok'))
+    const transactions = recordRoundTrips(harness.storage)
+    const ingested = await harness.switchboard.ingest({
+      integrationId: harness.integrationId,
+      clientId: 'ann',
+      text: 'hello',
+    })
+    expect(transactions[0]).toEqual([
+      ['sessions.findOpen', 'agents.get'],
+      ['sessions.create', 'messages.insert', 'jobs.enqueue'],
+    ])
+    const { session, message, queued } = ingested._unsafeUnwrap()
+    expect(queued).toBe(true)
+    expect(session).toEqual(await harness.storage.sessions.get({ id: session.id }))
+    expect(message.sessionId).toBe(session.id)
+    await harness.switchboard.idle()
+    expect(harness.customer('ann').replies()).toEqual(['ok'])
+  })
+
   it('sends a message, its job and its log entry together, alone or in a batch', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), ...Array.from({ length: 3 }, () => reply('ok')))

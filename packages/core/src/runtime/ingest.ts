@@ -3,7 +3,7 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
 import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
-import { type CustomerAddress, followCustomer, openNewSession } from './open-session.js'
+import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 
 /** A customer message as every connector normalises it. */
@@ -27,6 +27,7 @@ export interface IngestResult {
  * entry records, so the entry can be written together with the message.
  */
 export interface IngestDecision {
+  /** The message's session; a new one as it is about to be stored (version 1), beside the entry. */
   readonly session: Session
   /** The id of the message stored now, or, for a duplicate, of the one stored before. */
   readonly messageId: string
@@ -57,7 +58,7 @@ const MAX_ATTEMPTS = 3
 /** The row of an inbound message in its session. */
 export function customerMessage(
   context: RuntimeContext,
-  session: Session,
+  session: Pick<Session, 'id' | 'companyId'>,
   inbound: InboundMessage,
   now: Date,
 ): NewMessage {
@@ -73,6 +74,31 @@ export function customerMessage(
     ...(inbound.channelId === undefined ? {} : { channelId: inbound.channelId }),
     ...(inbound.transport === undefined ? {} : { transport: inbound.transport }),
   }
+}
+
+/**
+ * The message and, when queued, its job, started together: a storage that pipelines statements
+ * writes them in one round trip. The message's id is ours, so nothing waits for it.
+ */
+function startMessageWrites(
+  tx: Repositories,
+  session: Pick<Session, 'id' | 'companyId'>,
+  planned: NewMessage,
+  queued: boolean,
+  now: Date,
+): Promise<unknown>[] {
+  const writes: Promise<unknown>[] = [tx.messages.insert(planned)]
+  if (queued) {
+    writes.push(
+      tx.jobs.enqueue({
+        companyId: session.companyId,
+        sessionId: session.id,
+        messageId: planned.id,
+        availableAt: now,
+      }),
+    )
+  }
+  return writes
 }
 
 /** Tells listeners of a message stored now (a duplicate stored nothing). */
@@ -161,18 +187,26 @@ export async function ingest(
     }
 
     const now = context.clock.now()
-    let session: Session
     if (open === null) {
-      const opened = await openNewSession(context, tx, integration, inbound, now, entryAgent)
-      if (opened.isErr()) return err(opened.error)
-      session = opened.value.session
-    } else {
-      session = await followCustomer(tx, open, inbound, now)
+      if (entryAgent === null) return err(noEntryAgent())
+      // A new session needs nothing back from storage before the message's writes: it is stored
+      // with them and the log entry, in the same round trip. The decision names it as planned.
+      const row = newSessionRow(context, integration, inbound, now, entryAgent)
+      const queued = entryAgent.kind !== 'human'
+      const planned = customerMessage(context, row, inbound, now)
+      const writes = [tx.sessions.create(row), ...startMessageWrites(tx, row, planned, queued, now)]
+      if (options.webhookLog !== undefined) {
+        const decision = { session: { ...row, version: 1 }, messageId: planned.id, duplicate: false, queued }
+        writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
+      }
+      const [session, message] = (await Promise.all(writes)) as [Session, Message]
+      return ok({ session, message, duplicate: false, queued })
     }
 
+    const session = await followCustomer(tx, open, inbound, now)
     let queued = false
     if (session.state === 'ongoing') {
-      // A new session's active agent is the entry agent, and so is that of most open ones.
+      // The entry agent is the active agent of most open sessions.
       const active =
         entryAgent !== null && entryAgent.id === session.activeAgentId
           ? entryAgent
@@ -180,21 +214,10 @@ export async function ingest(
       // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
       queued = active === null || active.kind !== 'human'
     }
-    // The message, its job and its log entry are started together: a storage that pipelines
-    // statements writes them in one round trip. The message's id is ours, so nothing waits for it.
+    // The log entry is started with the message's writes.
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
-    const writes: Promise<unknown>[] = [tx.messages.insert(planned)]
-    if (queued) {
-      writes.push(
-        tx.jobs.enqueue({
-          companyId: session.companyId,
-          sessionId: session.id,
-          messageId: planned.id,
-          availableAt: now,
-        }),
-      )
-    }
+    const writes = startMessageWrites(tx, session, planned, queued, now)
     if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
     const message = (await Promise.all(writes))[0] as Message
     return ok({ session, message, duplicate: false, queued })

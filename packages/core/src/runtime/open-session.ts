@@ -62,27 +62,21 @@ export async function findOrOpenSession(
   return openNewSession(context, tx, integration, customer, now)
 }
 
-/**
- * A new session for a customer who has none open, with the integration's entry agent active.
- * `alreadyRead`, the entry agent as the caller read it in this transaction, saves reading it again.
- */
-export async function openNewSession(
+/** Why a customer of an integration whose entry agent is gone cannot open a session. */
+export function noEntryAgent(): SwitchboardError {
+  return switchboardError('VALIDATION_ERROR', 'the integration has no entry agent')
+}
+
+/** The row of a new session for a customer who has none open, with `entryAgent` active. */
+export function newSessionRow(
   context: RuntimeContext,
-  tx: Repositories,
   integration: Integration,
   customer: CustomerAddress,
   now: Date,
-  alreadyRead?: Agent | null,
-): Promise<Result<FoundSession, SwitchboardError>> {
-  const entryAgent =
-    alreadyRead !== undefined
-      ? alreadyRead
-      : await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
-  if (entryAgent === null) {
-    return err(switchboardError('VALIDATION_ERROR', 'the integration has no entry agent'))
-  }
+  entryAgent: Agent,
+): Omit<Session, 'version'> {
   const at = isoTimestamp(now)
-  const session = await tx.sessions.create({
+  return {
     id: context.ids.uuid(),
     companyId: integration.companyId,
     integrationId: integration.id,
@@ -101,7 +95,27 @@ export async function openNewSession(
     },
     createdAt: at,
     updatedAt: at,
-  })
+  }
+}
+
+/**
+ * A new session for a customer who has none open, with the integration's entry agent active.
+ * `alreadyRead`, the entry agent as the caller read it in this transaction, saves reading it again.
+ */
+export async function openNewSession(
+  context: RuntimeContext,
+  tx: Repositories,
+  integration: Integration,
+  customer: CustomerAddress,
+  now: Date,
+  alreadyRead?: Agent | null,
+): Promise<Result<FoundSession, SwitchboardError>> {
+  const entryAgent =
+    alreadyRead !== undefined
+      ? alreadyRead
+      : await tx.agents.get({ companyId: integration.companyId, id: integration.entryAgentId })
+  if (entryAgent === null) return err(noEntryAgent())
+  const session = await tx.sessions.create(newSessionRow(context, integration, customer, now, entryAgent))
   return ok({ session })
 }
 
