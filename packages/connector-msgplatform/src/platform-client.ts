@@ -18,6 +18,9 @@ export interface PlatformClientOptions {
 
 /** Longest excerpt of a platform's answer kept in an error: enough to diagnose, short enough to log. */
 const EXCERPT_MAX = 300
+/** More of an answer than this is not read. */
+const ANSWER_READ_MAX_BYTES = 64 * 1024
+const utf8 = new TextDecoder()
 
 /**
  * `POST {apiBaseUrl}{path}` with a JSON body and the integration's token. Never throws: a
@@ -48,7 +51,7 @@ export async function postToPlatform(
     // The status is the answer, though: a body cut off after a 2xx must not send the reply again.
     let text = ''
     try {
-      text = await response.text()
+      text = await readStart(response)
     } catch {}
     return { answered: true, status: response.status, text }
   } catch (error) {
@@ -95,4 +98,28 @@ function describeFailure(error: unknown, timeoutMs: number): string {
   const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ''
   const message = error instanceof Error ? error.message : String(error)
   return `msgplatform unreachable: ${message}${cause}`
+}
+
+/**
+ * The answer's first ANSWER_READ_MAX_BYTES, decoded: all this client needs of it is an excerpt and a
+ * request id. Read to its end, an answer that never ends held this server's memory growing until
+ * the timeout, at whatever rate the platform (any URL a tenant names) could send.
+ */
+async function readStart(response: Response): Promise<string> {
+  if (response.body === null) return ''
+  const reader = response.body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  try {
+    while (size < ANSWER_READ_MAX_BYTES) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(value)
+      size += value.byteLength
+    }
+  } finally {
+    // Unread, the rest would hold the connection; cancelled, it is closed instead of reused.
+    reader.cancel().catch(() => undefined)
+  }
+  return utf8.decode(Buffer.concat(chunks).subarray(0, ANSWER_READ_MAX_BYTES))
 }

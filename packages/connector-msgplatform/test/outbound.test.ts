@@ -193,6 +193,38 @@ describe('send', () => {
     }
   })
 
+  // An answer is read for its first bytes only (an excerpt, a request id): read to its end, a
+  // platform that streamed without end filled this server's memory until the timeout.
+  it('reads only the start of an endless answer, and reports it at once with an excerpt', async () => {
+    let written = 0
+    const endless = await startServer((_request, response) => {
+      response.writeHead(503, { 'content-type': 'text/plain' })
+      const chunk = 'x'.repeat(64 * 1024)
+      const more = () => {
+        if (response.destroyed) return
+        written += chunk.length
+        if (response.write(chunk)) setImmediate(more)
+        else response.once('drain', more)
+      }
+      more()
+    })
+    try {
+      const outcome = await createMsgPlatformConnector({ timeoutMs: 3_000 }).send({
+        integration: integrationAt(endless.url),
+        session,
+        message,
+      })
+      expect(outcome).toEqual({
+        ok: false,
+        retryable: true,
+        error: expect.stringMatching(/^msgplatform answered 503: x+$/),
+      })
+      expect(written).toBeLessThan(16 * 1024 * 1024)
+    } finally {
+      await endless.close()
+    }
+  })
+
   it('refuses, for good, an integration whose config lacks the token', async () => {
     const outcome = await createMsgPlatformConnector().send({
       integration: integrationAt(platform.url, { apiToken: undefined }),
