@@ -16,6 +16,19 @@ function setup() {
   return { storage, clock, agents: createAgentService({ storage, clock }) }
 }
 
+/** Agents whose deletion takes their knowledge base with them, and that knowledge base's service. */
+function setupWithKnowledge() {
+  const storage = createMemoryStorage()
+  const clock = createManualClock()
+  const index = createMemoryKnowledgeIndex()
+  return {
+    storage,
+    index,
+    agents: createAgentService({ storage, clock, knowledge: index }),
+    knowledge: createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() }),
+  }
+}
+
 describe('agent service', () => {
   it('creates an agent with the defaults of the contract', async () => {
     const { agents } = setup()
@@ -221,11 +234,7 @@ describe('agent service', () => {
   })
 
   it("deletes the agent's knowledge base with it, every document and its passages, and keeps the others'", async () => {
-    const storage = createMemoryStorage()
-    const clock = createManualClock()
-    const index = createMemoryKnowledgeIndex()
-    const agents = createAgentService({ storage, clock, knowledge: index })
-    const knowledge = createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() })
+    const { storage, index, agents, knowledge } = setupWithKnowledge()
     const leaving = (await agents.create(COMPANY, { name: 'Leaving' }))._unsafeUnwrap()
     const staying = (await agents.create(COMPANY, { name: 'Staying' }))._unsafeUnwrap()
     // More than a page of documents, so the deletion cannot stop at the first one.
@@ -253,11 +262,7 @@ describe('agent service', () => {
   })
 
   it('keeps the knowledge base of an agent it refuses to delete', async () => {
-    const storage = createMemoryStorage()
-    const clock = createManualClock()
-    const index = createMemoryKnowledgeIndex()
-    const agents = createAgentService({ storage, clock, knowledge: index })
-    const knowledge = createKnowledgeService({ storage, knowledge: index, clock, ids: createRandomIds() })
+    const { storage, index, agents, knowledge } = setupWithKnowledge()
     const target = (await agents.create(COMPANY, { name: 'Target' }))._unsafeUnwrap()
     await agents.create(COMPANY, { name: 'Caller', handoff: { allowedTargets: [target.id] } })
     await knowledge.add(
