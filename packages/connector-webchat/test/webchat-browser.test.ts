@@ -113,7 +113,7 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
         }
         addEventListener(type, listener) { this.listeners[type].push(listener) }
         send(data) { this.sent.push(JSON.parse(data)) }
-        close() {}
+        close() { this.closed = true }
         accept() { for (const listener of this.listeners.open) listener({}) }
         refuse() { for (const listener of this.listeners.close) listener({ code: 1006 }) }
         drop() { for (const listener of this.listeners.close) listener({ code: 1006 }) }
@@ -126,6 +126,7 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
     interface ScriptedSocket {
       readonly url: string
       readonly sent: Record<string, unknown>[]
+      readonly closed?: boolean
       accept(): void
       refuse(): void
       drop(): void
@@ -196,24 +197,85 @@ describe.skipIf(browserMissing)('the webchat widget in a real browser', () => {
 
     // A browser does not say why a handshake was refused. Dropping the token at the first refusal
     // made a visitor whose integration was off for a moment a new visitor, the conversation lost.
-    it('keeps its token through a refusal or two while the server answers', { timeout: 30_000 }, async () => {
-      const page = await openDemo('saved-token')
-      const urls = async () =>
-        page.evaluate(() =>
-          (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets.map((socket) => socket.url),
-        )
-      for (let refusals = 1; refusals <= 3; refusals += 1) {
-        await expect.poll(urls, { timeout: 10_000 }).toHaveLength(refusals)
-        await page.evaluate(() => {
+    /** The URL of each socket the widget made so far, and whether it closed it itself. */
+    const socketsOf = (page: Page) =>
+      page.evaluate(() =>
+        (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets.map((socket) => ({
+          url: socket.url,
+          closed: socket.closed === true,
+          sent: socket.sent.length,
+        })),
+      )
+    const lastSocket = (page: Page, action: 'refuse' | 'accept', visitorToken?: string) =>
+      page.evaluate(
+        ([name, token, session]) => {
           const sockets = (globalThis as unknown as { __sockets: ScriptedSocket[] }).__sockets
-          sockets[sockets.length - 1]!.refuse()
-        })
+          const socket = sockets[sockets.length - 1]!
+          if (name === 'refuse') return socket.refuse()
+          socket.accept()
+          if (token !== undefined)
+            socket.deliver({ type: 'session', sessionId: session, visitorToken: token, state: 'ongoing' })
+        },
+        [action, visitorToken, SESSION] as const,
+      )
+    const savedToken = (page: Page) =>
+      page.evaluate(
+        (key) =>
+          JSON.parse(
+            (
+              globalThis as unknown as { localStorage: { getItem(key: string): string | null } }
+            ).localStorage.getItem(key) ?? '{}',
+          ).token as string | undefined,
+        `switchboard-webchat:${service.url}:41`,
+      )
+    /** Three handshakes refused with the token while the server answers; the fourth goes without it. */
+    async function refuseTokenThrice(page: Page) {
+      for (let refusals = 1; refusals <= 3; refusals += 1) {
+        await expect.poll(() => socketsOf(page), { timeout: 10_000 }).toHaveLength(refusals)
+        await lastSocket(page, 'refuse')
       }
-      await expect.poll(urls, { timeout: 15_000 }).toHaveLength(4)
-      const tried = await urls()
-      expect(tried.slice(0, 3).every((url) => url.endsWith('?token=saved-token'))).toBe(true)
-      // Refused three times over with the server up: the token itself is refused (a new secret).
-      expect(tried[3]).not.toContain('token=')
+      await expect.poll(() => socketsOf(page), { timeout: 15_000 }).toHaveLength(4)
+      const tried = await socketsOf(page)
+      expect(tried.slice(0, 3).every((socket) => socket.url.endsWith('?token=saved-token'))).toBe(true)
+      expect(tried[3]!.url).not.toContain('token=')
+    }
+
+    // A browser does not say why a handshake was refused: the token (a rotated secret) or an
+    // integration off for a moment. Accepted without the token, the widget tries it once more
+    // before the visitor starts anew: a connection that happened to come first after the
+    // integration was switched back on made the visitor new, the conversation lost.
+    it('keeps its token when the server that refused it three times takes it again', {
+      timeout: 30_000,
+    }, async () => {
+      const page = await openDemo('saved-token')
+      await refuseTokenThrice(page)
+
+      await lastSocket(page, 'accept', 'would-be-new-token')
+      await expect.poll(() => socketsOf(page)).toHaveLength(5)
+      const [, , , probe, again] = await socketsOf(page)
+      expect(probe).toMatchObject({ closed: true, sent: 0 })
+      expect(again!.url).toMatch(/\?token=saved-token$/)
+      await lastSocket(page, 'accept', 'saved-token')
+      await expect.poll(() => socketsOf(page).then((sockets) => sockets[4]!.sent)).toBeGreaterThan(0)
+      expect(await savedToken(page)).toBe('saved-token')
+      await page.context().close()
+    })
+
+    it('starts anew only when the token is refused once more after a connection without it was taken', {
+      timeout: 30_000,
+    }, async () => {
+      const page = await openDemo('saved-token')
+      await refuseTokenThrice(page)
+      await lastSocket(page, 'accept', 'would-be-new-token')
+      await expect.poll(() => socketsOf(page)).toHaveLength(5)
+
+      await lastSocket(page, 'refuse')
+      await expect.poll(() => socketsOf(page), { timeout: 10_000 }).toHaveLength(6)
+      const newStart = (await socketsOf(page))[5]!
+      expect(newStart.url).not.toContain('token=')
+      await lastSocket(page, 'accept', 'new-token')
+      await expect.poll(() => savedToken(page)).toBe('new-token')
+      expect((await socketsOf(page))[5]!.closed).toBe(false)
       await page.context().close()
     })
 

@@ -55,6 +55,12 @@
   let skipTokenOnce = false
   /** Handshakes refused in a row with the token while the server answered. */
   let refusedWithToken = 0
+  /**
+   * Giving the token up, step by step: `probe`, a connection without it to learn whether the
+   * server accepts any; `confirm`, the token once more now that it does; `abandon`, refused again,
+   * so the next connection without it is the visitor's new start.
+   */
+  let tokenCheck = null
   let resendTimer = null
   let started = false
   let unread = 0
@@ -385,9 +391,26 @@
     retryTimer = null
     const useToken = Boolean(saved.token) && !skipTokenOnce
     skipTokenOnce = false
+    const probe = !useToken && tokenCheck === 'probe'
     let opened = false
-    socket = new WebSocket(useToken ? `${socketUrl}?token=${encodeURIComponent(saved.token)}` : socketUrl)
-    socket.addEventListener('open', () => {
+    let discarded = false
+    const current = new WebSocket(
+      useToken ? `${socketUrl}?token=${encodeURIComponent(saved.token)}` : socketUrl,
+    )
+    socket = current
+    current.addEventListener('open', () => {
+      if (probe) {
+        // Accepted without the token: the integration is on, so it was off a moment ago, or the
+        // token is refused. Only the token once more tells which; this connection is not used, so
+        // the visitor stays who they were unless the token is refused again.
+        discarded = true
+        current.close()
+        tokenCheck = 'confirm'
+        retryMs = RETRY_MIN_MS
+        connect()
+        return
+      }
+      if (useToken || tokenCheck === 'abandon') tokenCheck = null
       opened = true
       refusedWithToken = 0
       connected = true
@@ -395,16 +418,27 @@
       retryMs = RETRY_MIN_MS
       showStatus('')
     })
-    socket.addEventListener('message', (event) => {
+    current.addEventListener('message', (event) => {
+      if (discarded) return
       try {
         onFrame(JSON.parse(event.data))
       } catch (error) {
         console.error('Switchboard webchat: unreadable frame', error)
       }
     })
-    socket.addEventListener('close', () => {
+    current.addEventListener('close', () => {
+      if (discarded) return
       connected = false
       setTyping(false)
+      if (!opened && useToken && tokenCheck === 'confirm') {
+        // The server took a connection without the token a moment ago and refuses it: it is the
+        // token (the integration's secret was rotated). The visitor starts anew.
+        tokenCheck = 'abandon'
+        skipTokenOnce = true
+        retry()
+        return
+      }
+      if (!opened && probe) tokenCheck = null
       if (!opened && useToken) {
         // A browser does not say why a handshake was refused. If the server is reachable, the
         // token may be the cause (the integration's secret was rotated), or the integration is
@@ -416,6 +450,7 @@
             if (refusedWithToken >= TOKEN_REFUSALS_BEFORE_NEW_VISITOR) {
               refusedWithToken = 0
               skipTokenOnce = true
+              tokenCheck = 'probe'
             }
             retry()
           },
