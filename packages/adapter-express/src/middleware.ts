@@ -58,8 +58,23 @@ function nulPathOf(body: unknown): string | null {
   return null
 }
 
-/** Raw bytes for routes that verify a signature over them before parsing. */
-export const rawBody: RequestHandler = express.raw({ limit: BODY_LIMIT_BYTES, type: () => true })
+const readBytes = express.raw({ limit: BODY_LIMIT_BYTES, type: () => true })
+
+/**
+ * Raw bytes for routes that verify a signature over them before parsing: the bytes exactly as they
+ * arrived. express.raw decodes a Content-Encoding first, so a signature was checked over bytes the
+ * sender never sent, and one it could not decode answered 400 before the route's own checks (a
+ * webhook to an unknown integration: 404, CONTRACT §6); the encoding is hidden from it while it reads.
+ */
+export const rawBody: RequestHandler = (request, response, next) => {
+  const encoding = request.headers['content-encoding']
+  if (encoding === undefined) return readBytes(request, response, next)
+  delete request.headers['content-encoding']
+  readBytes(request, response, (error?: unknown) => {
+    request.headers['content-encoding'] = encoding
+    next(error)
+  })
+}
 
 export const requestId: RequestHandler = (request, response, next) => {
   const incoming = request.get('x-request-id')

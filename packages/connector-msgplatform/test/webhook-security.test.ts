@@ -1,4 +1,6 @@
+import { gunzipSync, gzipSync } from 'node:zlib'
 import { sign } from '@octokit/webhooks-methods'
+import { signWebhookBody } from '@switchboard/core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type Stack, startStack, WEBHOOK_SECRET } from './support/start-stack.js'
 
@@ -163,6 +165,36 @@ describe('the msgplatform webhook door', () => {
       status: 413,
       body: { error: { code: 'PAYLOAD_TOO_LARGE', message: expect.any(String) } },
     })
+  })
+
+  it('checks the bytes as they arrived whatever their Content-Encoding: 413, then 404, then the signature', async () => {
+    const { stack, integrationId } = await setUp()
+    const unknownEncoding = { headers: { 'content-encoding': 'x-unknown' } }
+    const huge = JSON.stringify({ ...body, text: 'x'.repeat(1024 * 1024) })
+    expect((await stack.webhook('999999', huge, unknownEncoding)).status).toBe(413)
+    expect((await stack.webhook('999999', body, unknownEncoding)).status).toBe(404)
+    const unsigned = await stack.webhook(integrationId, body, { ...unknownEncoding, unsigned: true })
+    expect(unsigned.status).toBe(401)
+    expect(await stack.webhook(integrationId, { ...body, message_id: 'e-1' }, unknownEncoding)).toEqual({
+      status: 200,
+      body: { ok: true },
+    })
+
+    // Signed over the bytes sent, gzip or not: nothing inflates them before the signature is checked.
+    const gzipped = gzipSync(JSON.stringify({ ...body, message_id: 'e-2' }))
+    const post = async (signedBytes: Uint8Array) =>
+      fetch(`${stack.server.url}/api/webhook/msgplatform/${integrationId}`, {
+        method: 'POST',
+        headers: {
+          'content-encoding': 'gzip',
+          'x-webhook-signature': signWebhookBody(signedBytes, WEBHOOK_SECRET),
+        },
+        body: gzipped,
+      })
+    expect((await post(gunzipSync(gzipped))).status).toBe(401)
+    const signedAsSent = await post(gzipped)
+    expect(signedAsSent.status).toBe(200)
+    expect(await signedAsSent.json()).toEqual({ ok: true, ignored: 'body is not JSON' })
   })
 
   it('logs rejected deliveries of a known integration with their status and reason', async () => {
