@@ -55,6 +55,12 @@ export function createRouter(options: RouterOptions): Router {
   const logger = options.logger ?? quietLogger
   const router = Router()
   router.use(requestId)
+  // No endpoint serves OPTIONS. Left to Express, each router below answered it itself, 200 in
+  // text/plain listing its methods, without a bearer; every other method without a route is 404.
+  router.use((request, response, next) => {
+    if (request.method === 'OPTIONS') return notFound(request, response, next)
+    next()
+  })
 
   router.get('/health', (_request, response) => {
     response.json({ ok: true, storage: options.switchboard.storage.kind })
