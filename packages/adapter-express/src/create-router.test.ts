@@ -53,6 +53,8 @@ describe('createRouter, given options it cannot serve with', () => {
       ['chat.example.com', '"chat.example.com"'],
       ['ftp://chat.example.com', '"ftp://chat.example.com"'],
       ['https://chat.example.com/?channel=1', '"https://chat.example.com/?channel=1"'],
+      ['https://chat.example.com/?', '"https://chat.example.com/?"'],
+      ['https://chat.example.com#', '"https://chat.example.com#"'],
     ] as const) {
       expect(create({ ...valid, publicUrl })).toThrow(ConfigError)
       expect(create({ ...valid, publicUrl })).toThrow(

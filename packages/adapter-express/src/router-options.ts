@@ -7,7 +7,9 @@ import type { RouterOptions } from './create-router.js'
  * would land after makes every one of them unreachable.
  */
 function isPublicUrl(value: unknown): boolean {
-  if (typeof value !== 'string' || !URL.canParse(value)) return false
+  // A bare `?` or `#` leaves `search` and `hash` empty, and the path appended lands after it all the same.
+  if (typeof value !== 'string' || !URL.canParse(value) || value.includes('?') || value.includes('#'))
+    return false
   const url = new URL(value)
   return (url.protocol === 'http:' || url.protocol === 'https:') && url.search === '' && url.hash === ''
 }

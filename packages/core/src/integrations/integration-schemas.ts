@@ -8,7 +8,8 @@ const apiBaseUrl = z
   .string()
   .max(2000)
   .refine((value) => {
-    if (!URL.canParse(value)) return false
+    // A bare `?` or `#` leaves `search` and `hash` empty, and the paths appended land after it all the same.
+    if (!URL.canParse(value) || value.includes('?') || value.includes('#')) return false
     const { protocol, search, hash, username, password } = new URL(value)
     return (
       (protocol === 'http:' || protocol === 'https:') &&

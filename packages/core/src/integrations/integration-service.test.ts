@@ -111,7 +111,14 @@ describe('integration service', () => {
       const created = await integrations.create(COMPANY, { ...msgplatformInput(agentId), config } as never)
       return created.isOk() ? [] : (created.error.details as { path: string }[]).map((detail) => detail.path)
     }
-    for (const apiBaseUrl of ['https://x/?a=1', 'https://x/#top', 'https://user:pw@x/']) {
+    // A bare `?` or `#` leaves URL's search and hash empty, yet ends up before the path all the same.
+    for (const apiBaseUrl of [
+      'https://x/?a=1',
+      'https://x/#top',
+      'https://user:pw@x/',
+      'https://x/?',
+      'https://x/api#',
+    ]) {
       expect(await paths({ apiBaseUrl, apiToken: 't' })).toEqual(['config.apiBaseUrl'])
     }
     for (const apiToken of ['line\nbreak', 'tab at the end\t', ' leading', 'emoji 🙂', 'nul\u0000']) {
