@@ -153,6 +153,8 @@ describe('the reference server', () => {
       ['GET', '/favicon.ico'],
       ['POST', '/nope'],
       ['GET', '/%ff'],
+      ['OPTIONS', '/widget.js'],
+      ['OPTIONS', '/demo/webchat'],
     ] as const) {
       const answer = await fetch(`${url}${path}`, { method })
       expect(answer.status, `${method} ${path}`).toBe(404)
