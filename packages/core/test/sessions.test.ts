@@ -158,6 +158,43 @@ describe('operators and the session lifecycle', () => {
     ])
   })
 
+  // The pause mid-turn reads the same instant as one before the turn (the harness's clock stands
+  // still; in production, two pauses in one millisecond): its reply is blocked all the same.
+  it('blocks the replies of a turn paused and resumed mid-turn at the instant of an earlier pause', async () => {
+    let takeOverNow: () => Promise<void> = async () => undefined
+    const slowLookup = defineTool({
+      name: 'slow_lookup',
+      description: 'A lookup during which an operator takes over and hands back.',
+      parameters: z.object({}),
+      execute: async () => {
+        await takeOverNow()
+        return 'found'
+      },
+    })
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [slowLookup] })
+    harness.model.script(
+      harness.agent('solo'),
+      reply('Hello.'),
+      toolCall('slow_lookup', {}),
+      reply('Here is what I found.'),
+    )
+    const customer = harness.customer()
+    await customer.says('hi')
+    const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
+    await harness.switchboard.sessions.pause(target)
+    await harness.switchboard.sessions.resume(target)
+    takeOverNow = async () => {
+      takeOverNow = async () => undefined
+      await harness.switchboard.sessions.pause(target)
+      await harness.switchboard.sessions.resume(target)
+    }
+
+    await customer.says('look it up')
+
+    expect(customer.replies()).toEqual(['Hello.'])
+    expect((await customer.messages()).at(-1)).toMatchObject({ role: 'agent', delivery: 'blocked' })
+  })
+
   it('reassigns manually, recording a manual path entry; a human agent pauses and transfers', async () => {
     harness = await createConversationHarness({
       agents: { solo: {}, billing: {}, humans: { kind: 'human' } },

@@ -33,19 +33,17 @@ export interface SessionStateSnapshot {
 }
 
 /**
- * The session in the state `transition` led to: the pause state replaced, and the time of a pause
- * kept in its metadata after it ends, so a turn can tell it was paused while it ran.
+ * The session in the state `transition` led to: the pause state replaced, and a pause counted in
+ * its metadata, where the count outlives the pause, so a turn can tell it was paused while it ran.
  */
 export function withState(session: Session, next: SessionStateSnapshot): Session {
   const { pauseState: _replaced, ...rest } = session
-  const pausedAt = next.state === 'paused' ? next.pauseState?.pausedAt : undefined
+  const pausedNow = next.state === 'paused' && session.state !== 'paused'
   return {
     ...rest,
     state: next.state,
     ...(next.pauseState === undefined ? {} : { pauseState: next.pauseState }),
-    ...(pausedAt === undefined || pausedAt === session.metadata.lastPausedAt
-      ? {}
-      : { metadata: { ...session.metadata, lastPausedAt: pausedAt } }),
+    ...(pausedNow ? { metadata: { ...session.metadata, pauses: (session.metadata.pauses ?? 0) + 1 } } : {}),
   }
 }
 

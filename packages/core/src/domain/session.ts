@@ -39,11 +39,12 @@ export interface SessionMetadata {
   readonly routing?: RoutingOutcome
   readonly errors: readonly SessionErrorRecord[]
   /**
-   * When the session was last paused; kept after a resume, so a turn that started before a pause
-   * and ends after the resume still knows its replies were cut off (CONTRACT §8). Not shown by the
-   * API.
+   * How many times the session was paused; kept after a resume, so a turn that started before a
+   * pause and ends after the resume still knows its replies were cut off (CONTRACT §8). A count,
+   * not the time of the last pause: two pauses may read the same millisecond (a test's clock that
+   * stands still, clocks of two processes). Absent: never paused. Not shown by the API.
    */
-  readonly lastPausedAt?: string
+  readonly pauses?: number
 }
 
 /** Who the session talks to, on the channel the integration names. */

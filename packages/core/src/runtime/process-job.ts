@@ -125,8 +125,7 @@ export async function processJob(
     let next = mergeOutcome(current, session, outcome, now)
     // Someone else paused or closed the session while the agents worked, even if it was resumed
     // since: their replies stay unsent (CONTRACT §8).
-    const silenced =
-      current.state !== 'ongoing' || current.metadata.lastPausedAt !== session.metadata.lastPausedAt
+    const silenced = current.state !== 'ongoing' || current.metadata.pauses !== session.metadata.pauses
     let transferring = false
     if (
       !silenced &&
