@@ -228,6 +228,53 @@ describe('operators and the session lifecycle', () => {
     ])
   })
 
+  // The operator's reassign lands mid-turn and ends on the agent the turn started with: the
+  // turn's handoff must not overrule it.
+  it('keeps the agent an operator reassigned to mid-turn, even the one the turn started with', async () => {
+    let reassignNow: () => Promise<void> = async () => undefined
+    const slowLookup = defineTool({
+      name: 'slow_lookup',
+      description: 'A lookup during which an operator moves the conversation and back.',
+      parameters: z.object({}),
+      execute: async () => {
+        await reassignNow()
+        return 'found'
+      },
+    })
+    harness = await createConversationHarness({
+      agents: {
+        reception: { handoff: { enabled: true, allowedTargets: ['sales'] } },
+        billing: {},
+        sales: {},
+      },
+      entry: 'reception',
+      tools: [slowLookup],
+    })
+    harness.model.script(
+      harness.agent('reception'),
+      toolCall('slow_lookup', {}),
+      toolCall('handoff_to_agent', { targetAgentId: harness.agent('sales') }),
+    )
+    harness.model.script(harness.agent('sales'), reply('Sales here.'))
+    const customer = harness.customer()
+    reassignNow = async () => {
+      const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
+      await harness.switchboard.sessions.reassign({ ...target, agentId: harness.agent('billing') })
+      await harness.switchboard.sessions.reassign({ ...target, agentId: harness.agent('reception') })
+    }
+
+    await customer.says('I want to buy')
+
+    expect(await customer.activeAgent()).toBe('reception')
+    expect(
+      (await customer.session()).metadata.agentPath.map((entry) => [entry.agentName, entry.via]),
+    ).toEqual([
+      ['reception', 'initial'],
+      ['billing', 'manual'],
+      ['reception', 'manual'],
+    ])
+  })
+
   it("hands the conversation of a deleted agent to the integration's entry agent, which answers", async () => {
     harness = await createConversationHarness({ agents: { solo: {}, billing: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('hi'), reply('solo again'))

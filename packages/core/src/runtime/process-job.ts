@@ -20,8 +20,9 @@ export class LeaseLost extends Error {
 }
 
 function mergeOutcome(current: Session, started: Session, outcome: TurnOutcome, now: Date): Session {
-  // The turn's agent change stands only if nobody reassigned the session meanwhile.
-  const agentUnchanged = current.activeAgentId === started.activeAgentId
+  // The turn's agent change stands only if nobody reassigned the session meanwhile, not even back
+  // to the agent it started with: every reassign adds to the path, which only grows.
+  const agentUnchanged = current.metadata.agentPath.length === started.metadata.agentPath.length
   const metadata = current.metadata
   return {
     ...current,
