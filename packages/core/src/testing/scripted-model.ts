@@ -87,7 +87,11 @@ export function createScriptedModel(): ScriptedModel {
       const agentId = request.agentId ?? -1
       const step = queues.get(agentId)?.shift()
       const unexpected = (what: string) => {
-        const problem = `scripted model: ${what} for agent ${agentId} (${purpose} call #${requests.length})`
+        // The agent's own count finds the step in its script; the model's, the request in `requests`.
+        const own = requests.filter(
+          (made) => made.agentId === request.agentId && made.purpose === purpose,
+        ).length
+        const problem = `scripted model: ${what} for agent ${agentId} (its ${purpose} call #${own}, the model’s request #${requests.length})`
         problems.push(problem)
         return new Error(problem)
       }
