@@ -106,11 +106,13 @@ export function createPgDb(options: PgDbOptions): Db {
         const begun = connection.query('BEGIN')
         const result = await Promise.all([begun, fn(client)]).then(([, value]) => value)
         await underWay.settled()
+        // Refused from now on: one started later would go out before COMMIT with nobody waiting
+        // for it, and if it failed, COMMIT would answer ROLLBACK.
+        open = false
         // A statement failed and `fn` went on: the transaction is aborted, and its COMMIT would
         // answer ROLLBACK without an error, as if all went well.
         if (failures.length > 0) throw failures[0]
         await connection.query('COMMIT')
-        open = false
         release()
         return result
       } catch (error) {

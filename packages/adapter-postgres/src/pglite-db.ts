@@ -143,9 +143,10 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
         /** The first statement that failed: the transaction is aborted, whatever `fn` does next. */
         const failures: unknown[] = []
         const underWay = statementsUnderWay()
+        let open = true
         const client: DbClient = {
           query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
-            if (transaction.closed)
+            if (!open || transaction.closed)
               return Promise.reject(new Error('The transaction is already over; use the storage instead'))
             return underWay.track(
               transaction.query<Row>(sql, storableParameters(params)).then(
@@ -161,6 +162,9 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
         }
         const result = await fn(client)
         await underWay.settled()
+        // Refused from now on: one started later would run before PGlite's COMMIT with nobody
+        // waiting for it.
+        open = false
         // Thrown here, PGlite rolls back instead of sending a COMMIT that would answer ROLLBACK.
         if (failures.length > 0) throw failures[0]
         return result

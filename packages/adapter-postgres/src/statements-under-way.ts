@@ -5,7 +5,10 @@
  */
 export interface StatementsUnderWay {
   track<T>(statement: Promise<T>): Promise<T>
-  /** Resolves once every statement tracked so far has settled, whatever its outcome. */
+  /**
+   * Resolves once no tracked statement is under way, whatever their outcomes: a statement started
+   * as another settled (a repository call's second statement) is waited for too.
+   */
   settled(): Promise<void>
 }
 
@@ -25,11 +28,13 @@ export function statementsUnderWay(): StatementsUnderWay {
       statement.then(done, done)
       return statement
     },
-    settled() {
-      if (pending === 0) return Promise.resolve()
-      return new Promise((resolve) => {
-        whenSettled = resolve
-      })
+    async settled() {
+      // Checked again after each wake: the callers of the statement that settled last run first.
+      while (pending > 0) {
+        await new Promise<void>((resolve) => {
+          whenSettled = resolve
+        })
+      }
     },
   }
 }

@@ -81,6 +81,29 @@ export function runAdapterCases(context: AdapterCaseContext): void {
     }
   })
 
+  // The shape of a repository call of two statements (an insert, then a trim) left unawaited: the
+  // second starts once the first settles, which is when the transaction saw nothing more under way.
+  it('rejects a Db transaction whose statement, started by one it did not wait for, failed', async () => {
+    const db = context.db()
+    const table = `chained_failure_${randomUUID().replaceAll('-', '')}`
+    await db.query(`CREATE TABLE ${table} (id integer PRIMARY KEY)`)
+    try {
+      await expect(
+        db.transaction(async (client) => {
+          await client.query(`INSERT INTO ${table} (id) VALUES (1)`)
+          void client
+            .query('SELECT 1')
+            .then(() => client.query(`INSERT INTO ${table} (id) VALUES (1)`))
+            .catch(() => undefined)
+          return 'returned'
+        }),
+      ).rejects.toThrow(/duplicate key/)
+      expect(await db.query(`SELECT id FROM ${table}`)).toEqual([])
+    } finally {
+      await db.query(`DROP TABLE ${table}`)
+    }
+  })
+
   it('applies nothing when migrated again, however often and however many at once', async () => {
     const results = await Promise.all([migrate({ db: context.db() }), migrate({ db: context.db() })])
     expect(results).toEqual([{ applied: [] }, { applied: [] }])
