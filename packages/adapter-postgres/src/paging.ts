@@ -1,4 +1,5 @@
 import type { Page } from '@switchboard/core'
+import { timeParameter } from './sql-values.js'
 
 /** Cursors are base64url JSON, so callers treat them as opaque and URLs carry them unescaped. */
 export function encodeCursor(position: unknown): string {
@@ -57,8 +58,7 @@ export function emptyPage<T>(): Page<T> {
 /** The timestamp parameter of a cursor's millisecond time; null when no date has that time. */
 export function cursorTime(ms: number): string | null {
   const date = new Date(ms)
-  // PostgreSQL reads the `+` of a six-digit ISO year (after 9999) as a time zone and fails.
-  return Number.isNaN(date.getTime()) ? null : date.toISOString().replace(/^\+/, '')
+  return Number.isNaN(date.getTime()) ? null : timeParameter(date)
 }
 
 /**

@@ -8,7 +8,8 @@ export function toIso(value: unknown): string {
 
 /** The ISO text of a time for a `$n::timestamptz` parameter, so both drivers send the same. */
 export function timeParameter(date: Date): string {
-  return date.toISOString()
+  // PostgreSQL reads the `+` of a six-digit ISO year (after 9999) as a time zone and fails.
+  return date.toISOString().replace(/^\+/, '')
 }
 
 /**

@@ -244,6 +244,15 @@ export function runAccountStorageConformance(
         expect(await storage.refreshTokens.findByHash({ tokenHash: uniqueHash() })).toBeNull()
       })
 
+      // A long refresh lifetime ends past the year 9999, whose ISO text has six digits and a sign.
+      it('keeps an expiry past the year 9999', async () => {
+        const expiresAt = new Date('+012000-06-01T10:20:30.456Z')
+        const token = await createRefreshToken(storage, user, { expiresAt })
+
+        expect(token.expiresAt).toBe('+012000-06-01T10:20:30.456Z')
+        expect(await storage.refreshTokens.findByHash({ tokenHash: token.tokenHash })).toEqual(token)
+      })
+
       it('refuses a second token with the same hash', async () => {
         const tokenHash = uniqueHash()
         const token = await createRefreshToken(storage, user, { tokenHash })
