@@ -26,16 +26,24 @@ const optional = z
   .string()
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()))
-const wholeNumber = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+const wholeNumber = (min: number, max = Number.MAX_SAFE_INTEGER, tooLarge?: string) =>
   optional.pipe(
     z
       .string()
       .regex(/^\d+$/, 'must be a whole number')
       .transform(Number)
-      .pipe(z.number().min(min).max(max))
+      .pipe(z.number().min(min).max(max, tooLarge))
       .optional(),
   )
-const seconds = (fallback: number) => wholeNumber(1).transform((value) => value ?? fallback)
+/**
+ * Token lifetimes end within 100 years: a refresh token ending past the last date JavaScript holds
+ * (about 270,000 years from now) started the server and failed every login with a 500.
+ */
+const TOKEN_TTL_MAX_S = 3_155_760_000
+const seconds = (fallback: number) =>
+  wholeNumber(1, TOKEN_TTL_MAX_S, `must be at most ${TOKEN_TTL_MAX_S} (100 years)`).transform(
+    (value) => value ?? fallback,
+  )
 
 const environmentSchema = z.object({
   PORT: wholeNumber(0, 65_535),

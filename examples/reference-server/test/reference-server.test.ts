@@ -268,6 +268,25 @@ describe('the reference server', () => {
     expect(readConfig({})).toMatchObject({ port: 3000, host: '127.0.0.1', dataDir: './.switchboard' })
   })
 
+  // REFRESH_TOKEN_TTL_S=9000000000000 started, and every login answered 500: its refresh token
+  // expired past the last date JavaScript holds.
+  it('refuses token lifetimes over 100 years at start, and logs in with one of 100 years', async () => {
+    for (const name of ['ACCESS_TOKEN_TTL_S', 'REFRESH_TOKEN_TTL_S']) {
+      expect(() => readConfig({ [name]: '9000000000000' })).toThrow(new RegExp(`${name}: .*100 years`))
+      expect(() => readConfig({ [name]: '3155760001' })).toThrow(new RegExp(name))
+    }
+    const { url } = await start({ ACCESS_TOKEN_TTL_S: '3155760000', REFRESH_TOKEN_TTL_S: '3155760000' })
+    const post = (path: string, body: unknown) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+    const account = { email: 'owner@shop.test', password: 'correct horse' }
+    expect((await post('/api/auth/register', { ...account, companyName: 'Shop' })).status).toBe(201)
+    expect((await post('/api/auth/login', account)).status).toBe(200)
+  })
+
   it('starts with a short JWT_SECRET, warning that it is weak', async () => {
     const lines: string[] = []
     const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) })
