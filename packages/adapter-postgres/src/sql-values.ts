@@ -69,7 +69,8 @@ export function isIntegerId(value: number): boolean {
   return Number.isInteger(value) && value >= -INT4_MAX - 1 && value <= INT4_MAX
 }
 
-const BIGINT_DIGITS = /^\d{1,18}$/
+/** No leading zero: `007` casts to the row `7`, which the memory storage's `007` does not name. */
+const BIGINT_DIGITS = /^[1-9]\d{0,17}$/
 
 /** Integration and job ids: strings of digits from a `bigserial`. */
 export function isBigintId(value: string): boolean {

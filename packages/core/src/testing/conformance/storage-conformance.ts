@@ -337,6 +337,9 @@ export function runStorageConformance(
         expect(await storage.integrations.get({ id: integration.id })).toEqual(integration)
         expect(await storage.integrations.get({ id: integration.id, companyId: otherCompanyId })).toBeNull()
         expect(await storage.integrations.get({ id: '999999999999' })).toBeNull()
+        // Another text of the same number names no integration: its id is that string of digits.
+        expect(await storage.integrations.get({ id: `0${integration.id}` })).toBeNull()
+        expect(await storage.integrations.getMany({ ids: [`00${integration.id}`] })).toEqual([])
       })
 
       it('lists the company integrations page by page', async () => {
