@@ -8,6 +8,29 @@ afterEach(async () => {
   await harness.finish()
 })
 
+/**
+ * A lookup tool during which an operator acts while the agent works: `whileLooking` sets what runs
+ * before the lookup answers (nothing until set).
+ */
+function lookupWithOperator() {
+  let act: () => Promise<void> = async () => undefined
+  const tool = defineTool({
+    name: 'slow_lookup',
+    description: 'A lookup during which an operator acts on the conversation.',
+    parameters: z.object({}),
+    execute: async () => {
+      await act()
+      return 'found'
+    },
+  })
+  return {
+    tool,
+    whileLooking(action: () => Promise<void>) {
+      act = action
+    },
+  }
+}
+
 describe('operators and the session lifecycle', () => {
   it('stores 100 messages to a paused session without a single model call, then resumes with the same agent', async () => {
     harness = await createConversationHarness({
@@ -87,23 +110,14 @@ describe('operators and the session lifecycle', () => {
   })
 
   it('blocks the replies of a turn when someone else pauses mid-turn', async () => {
-    let pauseNow: () => Promise<void> = async () => undefined
-    const slowLookup = defineTool({
-      name: 'slow_lookup',
-      description: 'A lookup during which an operator takes over.',
-      parameters: z.object({}),
-      execute: async () => {
-        await pauseNow()
-        return 'found'
-      },
-    })
-    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [slowLookup] })
+    const lookup = lookupWithOperator()
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [lookup.tool] })
     harness.model.script(harness.agent('solo'), toolCall('slow_lookup', {}), reply('Here is what I found.'))
     const customer = harness.customer()
-    pauseNow = async () => {
+    lookup.whileLooking(async () => {
       const session = await customer.session()
       await harness.switchboard.sessions.pause({ companyId: harness.companyId, sessionId: session.id })
-    }
+    })
     await customer.says('look it up')
     expect(customer.received()).toEqual([])
     const messages = await customer.messages()
@@ -117,17 +131,8 @@ describe('operators and the session lifecycle', () => {
   // CONTRACT §8: a pause made while an agent is mid-turn blocks that turn's replies, even when
   // the operator resumed before the turn ended; the next message is answered as usual.
   it('blocks the replies of a turn paused and resumed by someone else mid-turn', async () => {
-    let takeOverNow: () => Promise<void> = async () => undefined
-    const slowLookup = defineTool({
-      name: 'slow_lookup',
-      description: 'A lookup during which an operator takes over and hands back.',
-      parameters: z.object({}),
-      execute: async () => {
-        await takeOverNow()
-        return 'found'
-      },
-    })
-    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [slowLookup] })
+    const lookup = lookupWithOperator()
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [lookup.tool] })
     const solo = harness.agent('solo')
     harness.model.script(
       solo,
@@ -136,12 +141,12 @@ describe('operators and the session lifecycle', () => {
       reply('Hello again.'),
     )
     const customer = harness.customer()
-    takeOverNow = async () => {
-      takeOverNow = async () => undefined
+    lookup.whileLooking(async () => {
+      lookup.whileLooking(async () => undefined)
       const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
       await harness.switchboard.sessions.pause(target)
       await harness.switchboard.sessions.resume(target)
-    }
+    })
     await customer.says('look it up')
     expect(customer.received()).toEqual([])
     expect((await customer.session()).state).toBe('ongoing')
@@ -161,17 +166,8 @@ describe('operators and the session lifecycle', () => {
   // The pause mid-turn reads the same instant as one before the turn (the harness's clock stands
   // still; in production, two pauses in one millisecond): its reply is blocked all the same.
   it('blocks the replies of a turn paused and resumed mid-turn at the instant of an earlier pause', async () => {
-    let takeOverNow: () => Promise<void> = async () => undefined
-    const slowLookup = defineTool({
-      name: 'slow_lookup',
-      description: 'A lookup during which an operator takes over and hands back.',
-      parameters: z.object({}),
-      execute: async () => {
-        await takeOverNow()
-        return 'found'
-      },
-    })
-    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [slowLookup] })
+    const lookup = lookupWithOperator()
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo', tools: [lookup.tool] })
     harness.model.script(
       harness.agent('solo'),
       reply('Hello.'),
@@ -183,11 +179,11 @@ describe('operators and the session lifecycle', () => {
     const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
     await harness.switchboard.sessions.pause(target)
     await harness.switchboard.sessions.resume(target)
-    takeOverNow = async () => {
-      takeOverNow = async () => undefined
+    lookup.whileLooking(async () => {
+      lookup.whileLooking(async () => undefined)
       await harness.switchboard.sessions.pause(target)
       await harness.switchboard.sessions.resume(target)
-    }
+    })
 
     await customer.says('look it up')
 
@@ -231,16 +227,7 @@ describe('operators and the session lifecycle', () => {
   // The operator's reassign lands mid-turn and ends on the agent the turn started with: the
   // turn's handoff must not overrule it.
   it('keeps the agent an operator reassigned to mid-turn, even the one the turn started with', async () => {
-    let reassignNow: () => Promise<void> = async () => undefined
-    const slowLookup = defineTool({
-      name: 'slow_lookup',
-      description: 'A lookup during which an operator moves the conversation and back.',
-      parameters: z.object({}),
-      execute: async () => {
-        await reassignNow()
-        return 'found'
-      },
-    })
+    const lookup = lookupWithOperator()
     harness = await createConversationHarness({
       agents: {
         reception: { handoff: { enabled: true, allowedTargets: ['sales'] } },
@@ -248,7 +235,7 @@ describe('operators and the session lifecycle', () => {
         sales: {},
       },
       entry: 'reception',
-      tools: [slowLookup],
+      tools: [lookup.tool],
     })
     harness.model.script(
       harness.agent('reception'),
@@ -257,11 +244,11 @@ describe('operators and the session lifecycle', () => {
     )
     harness.model.script(harness.agent('sales'), reply('Sales here.'))
     const customer = harness.customer()
-    reassignNow = async () => {
+    lookup.whileLooking(async () => {
       const target = { companyId: harness.companyId, sessionId: (await customer.session()).id }
       await harness.switchboard.sessions.reassign({ ...target, agentId: harness.agent('billing') })
       await harness.switchboard.sessions.reassign({ ...target, agentId: harness.agent('reception') })
-    }
+    })
 
     await customer.says('I want to buy')
 
