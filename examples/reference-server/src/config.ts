@@ -1,4 +1,5 @@
 import { ConfigError } from '@switchboard/core'
+import express from 'express'
 import { z } from 'zod'
 
 export interface ServerConfig {
@@ -63,7 +64,15 @@ const environmentSchema = z.object({
   REFRESH_REUSE_INTERVAL_S: wholeNumber(0).transform((value) => value ?? 10),
   OPENAI_API_KEY: optional,
   OPENAI_BASE_URL: optional.pipe(z.url().optional()),
-  PUBLIC_URL: optional.pipe(z.url().optional()),
+  PUBLIC_URL: optional.pipe(
+    z
+      .url()
+      .refine(
+        (value) => !value.includes('?') && !value.includes('#'),
+        'must have no query or fragment: the webhook paths are appended to it',
+      )
+      .optional(),
+  ),
   LOG_LEVEL: optional.pipe(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional()),
   TLS_CERT_FILE: optional,
   TLS_KEY_FILE: optional,
@@ -72,12 +81,23 @@ const environmentSchema = z.object({
   SUPERADMIN_EMAILS: optional,
 })
 
-/** Express's `trust proxy` accepts booleans, hop counts and address lists; keep what it means. */
+/**
+ * Express's `trust proxy` accepts booleans, hop counts and address lists; keep what it means.
+ * Express reads an address list as it is set: tried here, a value it cannot read is refused with
+ * the variable's name before anything opens, not by Express once the storage is open.
+ */
 function trustProxyValue(raw: string | undefined): boolean | number | string | undefined {
   if (raw === undefined) return undefined
   if (raw === 'true') return true
   if (raw === 'false') return false
   if (/^\d+$/.test(raw)) return Number(raw)
+  try {
+    express().set('trust proxy', raw)
+  } catch (error) {
+    throw new ConfigError(
+      `invalid environment: TRUST_PROXY: ${error instanceof Error ? error.message : String(error)} (true, a hop count, loopback/linklocal/uniquelocal or addresses, comma-separated)`,
+    )
+  }
   return raw
 }
 

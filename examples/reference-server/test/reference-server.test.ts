@@ -268,6 +268,27 @@ describe('the reference server', () => {
     expect(readConfig({})).toMatchObject({ port: 3000, host: '127.0.0.1', dataDir: './.switchboard' })
   })
 
+  // Both were taken here and refused only once the storage was open: TRUST_PROXY by Express
+  // ("invalid IP address: yes"), PUBLIC_URL by the router.
+  it('refuses a TRUST_PROXY Express cannot read and a PUBLIC_URL with a query or fragment, naming them', () => {
+    for (const value of ['yes', '10.0.0.300', 'loopback, nonsense']) {
+      expect(() => readConfig({ TRUST_PROXY: value })).toThrow(/TRUST_PROXY/)
+    }
+    for (const value of ['true', '2', 'loopback', '10.0.0.1, 10.0.0.0/8', 'loopback, uniquelocal']) {
+      expect(() => readConfig({ TRUST_PROXY: value })).not.toThrow()
+    }
+    for (const value of [
+      'https://chat.example.com/?a=1',
+      'https://chat.example.com/?',
+      'https://chat.example.com#top',
+    ]) {
+      expect(() => readConfig({ PUBLIC_URL: value })).toThrow(/PUBLIC_URL/)
+    }
+    expect(readConfig({ PUBLIC_URL: 'https://chat.example.com/base/' }).publicUrl).toBe(
+      'https://chat.example.com/base',
+    )
+  })
+
   // REFRESH_TOKEN_TTL_S=9000000000000 started, and every login answered 500: its refresh token
   // expired past the last date JavaScript holds.
   it('refuses token lifetimes over 100 years at start, and logs in with one of 100 years', async () => {
