@@ -34,6 +34,15 @@ describe('contentWords', () => {
     ])
   })
 
+  it('keeps a word whole with the marks written in it, and a decomposed letter as the composed one', () => {
+    // Devanagari vowel signs and Hebrew points are marks, not letters: a word is cut at none of them.
+    expect(contentWords('किताब की कीमत')).toEqual(['किताब', 'कीमत'])
+    expect(contentWords('שָׁלוֹם')).toEqual(['שָׁלוֹם'.normalize('NFC')])
+    // An accent typed as its own character: the same word as the composed one, not "cafe".
+    expect(contentWords('Cafe\u0301 cafés')).toEqual(['café', 'cafés'])
+    expect(contentWords('Tie\u0302\u0301ng Việt')).toEqual(['tiếng', 'việt'])
+  })
+
   it('answers nothing for empty or letterless text', () => {
     expect(contentWords('')).toEqual([])
     expect(contentWords('12 34 ?! ok')).toEqual([])
@@ -43,12 +52,12 @@ describe('contentWords', () => {
     for (const word of STOP_WORDS) expect(word).toMatch(/^\p{Ll}{3,}$/u)
   })
 
-  it('answers only lowercase, non-stop words of three or more letters found in the text', () => {
+  it('answers only lowercase, non-stop words of three or more letters (with their marks) found in the text', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'grapheme' }), (text) => {
-        const lowercase = text.toLowerCase()
+        const lowercase = text.toLowerCase().normalize('NFC')
         for (const word of contentWords(text)) {
-          expect(word).toMatch(/^\p{L}{3,}$/u)
+          expect(word).toMatch(/^\p{L}\p{M}*(?:\p{L}\p{M}*){2,}$/u)
           expect(word).toBe(word.toLowerCase())
           expect(STOP_WORDS.has(word)).toBe(false)
           expect(lowercase).toContain(word)

@@ -22,14 +22,20 @@ export const STOP_WORDS: ReadonlySet<string> = new Set(
   ].flatMap((line) => line.split(' ')),
 )
 
-const WORD = /\p{L}{3,}/gu
+/**
+ * Three or more letters, each with the marks written on it: Devanagari's vowel signs, Hebrew's
+ * points and an accent typed apart are marks, not letters, and a word is not cut at them.
+ */
+const WORD = /\p{L}\p{M}*(?:\p{L}\p{M}*){2,}/gu
 
 /**
  * The words of a text that can say what it is about: lowercase runs of three or more Unicode
  * letters, stop words removed, in order and with repeats (search weighs how often a word occurs).
+ * The text is read composed (NFC), so a letter typed as a base and an accent is the same word as
+ * the one letter that holds both.
  */
 export function contentWords(text: string): string[] {
-  const words = text.toLowerCase().match(WORD) ?? []
+  const words = text.toLowerCase().normalize('NFC').match(WORD) ?? []
   return words.filter((word) => !STOP_WORDS.has(word))
 }
 

@@ -151,6 +151,24 @@ export function runKnowledgeIndexConformance(
       expect(russian.map((passage) => passage.text)).toEqual(['Возврат занимает пять дней.'])
     })
 
+    it('matches words written with marks, and a letter typed decomposed as the composed one', async () => {
+      const index = await createIndex()
+      const companyId = uniqueId()
+      const agentId = uniqueId()
+      await index.add({
+        companyId,
+        agentId,
+        documentId: 'marks',
+        content: 'किताब दस दिन में लौटाएँ।\n\nकीमत में कर शामिल है।\n\nCafé and crème daily.',
+      })
+
+      const hindi = await index.search({ companyId, agentId, query: 'कीमत क्या है?', limit: 10 })
+      const decomposed = await index.search({ companyId, agentId, query: 'CAFE\u0301?', limit: 10 })
+
+      expect(hindi.map((passage) => passage.text)).toEqual(['कीमत में कर शामिल है।'])
+      expect(decomposed.map((passage) => passage.text)).toEqual(['Café and crème daily.'])
+    })
+
     it('matches nothing on stop words and short words alone', async () => {
       const index = await createIndex()
       const companyId = uniqueId()
