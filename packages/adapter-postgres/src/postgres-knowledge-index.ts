@@ -3,6 +3,7 @@ import {
   contentWords,
   type KnowledgeIndex,
   type KnowledgePassage,
+  passageScore,
   sharedWords,
   splitPassages,
 } from '@switchboard/core'
@@ -35,8 +36,9 @@ interface Candidate {
  * exactly as core's memory index finds them (`splitPassages`, `contentWords`), and kept as they are,
  * without stemming or a locale; a search joins the agent's words with the query's to find the
  * passages that share a word with it (the `search` tsvector and its GIN index are still written,
- * and no longer read). Those passages are then ranked with the memory index's BM25 over the
- * searched agent's passages, so both indexes answer the same passages in the same order.
+ * and no longer read). Those passages are then ranked as the memory index ranks them (shared
+ * words, then BM25 over the searched agent's passages: `passageScore`), so both indexes answer the
+ * same passages in the same order.
  */
 export async function createPostgresKnowledgeIndex(
   options: PostgresKnowledgeIndexOptions,
@@ -170,7 +172,11 @@ function rank(
       const weight = Math.log(1 + (passageCount - held + 0.5) / (held + 0.5))
       score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
     }
-    return { passage: { documentId: candidate.documentId, text: candidate.text, score }, position }
+    const words = shared[position]!.length
+    return {
+      passage: { documentId: candidate.documentId, text: candidate.text, score: passageScore(words, score) },
+      position,
+    }
   })
   return scored
     .filter(({ passage }) => passage.score > 0)

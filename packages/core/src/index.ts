@@ -102,7 +102,7 @@ export type { KnowledgeDocumentView, KnowledgeService } from './knowledge/knowle
 export { createKnowledgeService } from './knowledge/knowledge-service.js'
 export { createMemoryKnowledgeIndex } from './knowledge/memory-knowledge-index.js'
 export { splitPassages } from './knowledge/split-passages.js'
-export { contentWords, sharedWords } from './knowledge/text-words.js'
+export { contentWords, passageScore, sharedWords } from './knowledge/text-words.js'
 export type { MemoryEventBusOptions } from './memory/memory-event-bus.js'
 export { createMemoryEventBus } from './memory/memory-event-bus.js'
 export { createMemoryStorage } from './memory/memory-storage.js'

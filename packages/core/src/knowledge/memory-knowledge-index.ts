@@ -1,7 +1,7 @@
 import type { KnowledgeDocumentInput, KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { KnowledgePassage } from '../ports/llm-provider.js'
 import { splitPassages } from './split-passages.js'
-import { contentWords, sharedWords } from './text-words.js'
+import { contentWords, passageScore, sharedWords } from './text-words.js'
 
 /** Okapi BM25's usual constants: how fast repeats stop adding, and how much length matters. */
 const TERM_SATURATION = 1.2
@@ -23,7 +23,8 @@ interface IndexedDocument {
 }
 
 /**
- * A knowledge index held in memory, ranking passages with BM25 over their content words. Word
+ * A knowledge index held in memory, ranking passages by how many of the message's content words
+ * they share, then by BM25 (`passageScore`). Word
  * statistics are taken over the searched agent's passages only, so one agent's documents never
  * change another's ranking.
  */
@@ -117,7 +118,10 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
           const weight = Math.log(1 + (passageCount - held + 0.5) / (held + 0.5))
           score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
         }
-        return { passage: { documentId, text: passage.text, score }, position }
+        return {
+          passage: { documentId, text: passage.text, score: passageScore(words.length, score) },
+          position,
+        }
       })
 
       scored.sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)

@@ -53,3 +53,13 @@ export function sharedWords(
     .filter((word) => queryWords.has(word))
     .sort((left, right) => queryWords.get(left)! - queryWords.get(right)!)
 }
+
+/**
+ * A passage's score for a message: how many of the message's words it shares, plus its BM25
+ * relevance squeezed below 1. A passage sharing more of the words always ranks first (BM25 alone
+ * put a short passage with one rare word above a long one with that word and another), and BM25
+ * orders those that share as many.
+ */
+export function passageScore(sharedWordCount: number, relevance: number): number {
+  return sharedWordCount + relevance / (1 + relevance)
+}

@@ -223,6 +223,37 @@ export function runKnowledgeIndexConformance(
       expect(results[1]!.score).toBeGreaterThan(results[2]!.score)
     })
 
+    // BM25 alone put a short passage sharing one rare word above a long one sharing that word and
+    // a common one: asked about card refunds, the answer was "Refunds: contact us."
+    it("ranks a passage sharing more of the message's words first, whatever the lengths, with scores in that order", async () => {
+      const index = await createIndex()
+      const companyId = uniqueId()
+      const agentId = uniqueId()
+      const refundsToCard =
+        'Refunds reach the original card within fourteen working days once the returned parcel arrives at our warehouse and passes inspection by the returns team there.'
+      await index.add({
+        companyId,
+        agentId,
+        documentId: 'payments',
+        content: [
+          refundsToCard,
+          'Refunds: contact us.',
+          'Gift card balances never expire.',
+          'Pay by card or bank transfer.',
+          'Your card is charged when the order ships.',
+        ].join('\n\n'),
+      })
+
+      const results = await index.search({ companyId, agentId, query: 'card refunds?', limit: 3 })
+
+      expect(results.map((passage) => passage.text).slice(0, 2)).toEqual([
+        refundsToCard,
+        'Refunds: contact us.',
+      ])
+      expect(results[0]!.score).toBeGreaterThan(results[1]!.score)
+      expect(results[1]!.score).toBeGreaterThan(results[2]!.score)
+    })
+
     it('ranks across the documents of one agent', async () => {
       const index = await createIndex()
       const companyId = uniqueId()
