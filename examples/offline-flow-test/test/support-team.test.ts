@@ -99,6 +99,25 @@ describe('our support team', () => {
     expect(await ann.facts()).toEqual({ interested_in: 'pro plan' })
   })
 
+  it('stays silent while an operator has the session paused', async () => {
+    const support = team.agent('support')
+    team.model.script(team.agent('receptionist'), route('help', 0.9))
+    team.model.script(support, reply('Let me look into it.'))
+    const cid = team.customer('cid')
+    await cid.says('My order is late.')
+    const target = { companyId: team.companyId, sessionId: (await cid.session()).id }
+
+    expect((await team.switchboard.sessions.pause({ ...target, reason: 'refund by hand' })).isOk()).toBe(true)
+    await cid.says('Hello?')
+    expect((await cid.session()).state).toBe('paused')
+    expect(cid.replies()).toEqual(['Let me look into it.'])
+
+    expect((await team.switchboard.sessions.resume({ ...target, note: 'refunded' })).isOk()).toBe(true)
+    team.model.script(support, reply('Your refund is on its way.'))
+    await cid.says('Any news?')
+    expect(cid.replies()).toEqual(['Let me look into it.', 'Your refund is on its way.'])
+  })
+
   it('keeps an unsure classification with the receptionist', async () => {
     team.model.script(team.agent('receptionist'), route('buy', 0.2), reply('Hello! How can I help?'))
     const bob = team.customer('bob')
