@@ -431,11 +431,17 @@
       connected = false
       setTyping(false)
       if (!opened && useToken && tokenCheck === 'confirm') {
-        // The server took a connection without the token a moment ago and refuses it: it is the
-        // token (the integration's secret was rotated). The visitor starts anew.
-        tokenCheck = 'abandon'
-        skipTokenOnce = true
-        retry()
+        // The server took a connection without the token a moment ago and, still answering,
+        // refuses it: it is the token (the integration's secret was rotated). The visitor starts
+        // anew. Not answering, it is the server, and the token is tried again.
+        fetch(new URL('api/health', base), { mode: 'no-cors', cache: 'no-store' }).then(
+          () => {
+            tokenCheck = 'abandon'
+            skipTokenOnce = true
+            retry()
+          },
+          () => retry(),
+        )
         return
       }
       if (!opened && probe) tokenCheck = null

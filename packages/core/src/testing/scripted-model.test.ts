@@ -14,10 +14,10 @@ describe('the scripted model', () => {
     await model.complete(turnOf(1))
 
     await expect(model.complete(turnOf(2))).rejects.toThrow(
-      'scripted model: no step scripted for agent 2 (its turn call #1, the model’s request #3)',
+      "scripted model: no step scripted for agent 2 (its turn call #1, the model's request #3)",
     )
     await expect(model.complete(turnOf(1))).rejects.toThrow(
-      'scripted model: no step scripted for agent 1 (its turn call #3, the model’s request #4)',
+      "scripted model: no step scripted for agent 1 (its turn call #3, the model's request #4)",
     )
     expect(model.problems).toHaveLength(2)
   })

@@ -91,7 +91,7 @@ export function createScriptedModel(): ScriptedModel {
         const own = requests.filter(
           (made) => made.agentId === request.agentId && made.purpose === purpose,
         ).length
-        const problem = `scripted model: ${what} for agent ${agentId} (its ${purpose} call #${own}, the model’s request #${requests.length})`
+        const problem = `scripted model: ${what} for agent ${agentId} (its ${purpose} call #${own}, the model's request #${requests.length})`
         problems.push(problem)
         return new Error(problem)
       }
