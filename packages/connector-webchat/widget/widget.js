@@ -430,42 +430,41 @@
       if (discarded) return
       connected = false
       setTyping(false)
-      if (!opened && useToken && tokenCheck === 'confirm') {
-        // The server took a connection without the token a moment ago and, still answering,
-        // refuses it: it is the token (the integration's secret was rotated). The visitor starts
-        // anew. Not answering, it is the server, and the token is tried again.
-        fetch(new URL('api/health', base), { mode: 'no-cors', cache: 'no-store' }).then(
-          () => {
-            tokenCheck = 'abandon'
-            skipTokenOnce = true
-            retry()
-          },
-          () => retry(),
-        )
-        return
-      }
       if (!opened && probe) tokenCheck = null
       if (!opened && useToken) {
-        // A browser does not say why a handshake was refused. If the server is reachable, the
-        // token may be the cause (the integration's secret was rotated), or the integration is
-        // off for a moment: only refused again and again is the token given up, for a try
-        // without it. The old token stays saved until a new session replaces it.
-        fetch(new URL('api/health', base), { mode: 'no-cors', cache: 'no-store' }).then(
-          () => {
-            refusedWithToken += 1
-            if (refusedWithToken >= TOKEN_REFUSALS_BEFORE_NEW_VISITOR) {
-              refusedWithToken = 0
-              skipTokenOnce = true
-              tokenCheck = 'probe'
-            }
-            retry()
-          },
-          () => retry(),
-        )
+        // A browser does not say why a handshake was refused. Only while the server answers can
+        // the token be the cause (the integration's secret was rotated); the integration may also
+        // be off for a moment, so the token is given up only when refused again and again, or
+        // once more right after the server took a connection without it (`confirm`). The old
+        // token stays saved until a new session replaces it.
+        ifServerAnswers(() => {
+          if (tokenCheck === 'confirm') {
+            tokenCheck = 'abandon'
+            skipTokenOnce = true
+            return
+          }
+          refusedWithToken += 1
+          if (refusedWithToken >= TOKEN_REFUSALS_BEFORE_NEW_VISITOR) {
+            refusedWithToken = 0
+            skipTokenOnce = true
+            tokenCheck = 'probe'
+          }
+        })
         return
       }
       retry()
     })
+  }
+
+  /** Runs `refused` if the server answers a plain request (it refused the handshake), then retries. */
+  function ifServerAnswers(refused) {
+    fetch(new URL('api/health', base), { mode: 'no-cors', cache: 'no-store' }).then(
+      () => {
+        refused()
+        retry()
+      },
+      () => retry(),
+    )
   }
 
   function retry() {
