@@ -82,6 +82,19 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     transmit(frame)
   }
 
+  /**
+   * Frames of the session's events while a message of this socket waits for its ack: they follow
+   * the ack (CONTRACT §7: typing "on after the ack"), as a new session's first turn may start,
+   * and even end, before its message's store has answered.
+   */
+  let heldForAck: ServerFrame[] | null = null
+  /** Messages whose turn ended while their ack was due: typing stays off for them after it. */
+  const endedBeforeAck = new Set<string>()
+  const sendFromSession = (frame: ServerFrame): void => {
+    if (heldForAck !== null) heldForAck.push(frame)
+    else send(frame)
+  }
+
   const transmit = (frame: ServerFrame): void => {
     if (socket.readyState !== WebSocket.OPEN) return
     socket.send(JSON.stringify(frame))
@@ -129,7 +142,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     if (on) typingTimer = setTimeout(stopTyping, settings.typingTimeoutMs)
     if (typing === on) return
     typing = on
-    send({ type: 'typing', on })
+    sendFromSession({ type: 'typing', on })
   }
   /** Off for good (a timeout, a pause): what was counted will not be heard of any more. */
   const stopTyping = (): void => {
@@ -145,7 +158,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     switch (event.kind) {
       case 'message':
         if (event.fromConnection === connectionId) return
-        send(event.frame)
+        sendFromSession(event.frame)
         if (event.frame.role === 'agent') {
           // With no turn at work, no end can be on its way to settle a debt: a reply whose end
           // this socket never heard of (it connected in between, or a sweep sent it) owes nothing.
@@ -162,6 +175,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
           return
         }
         turnsWorking.delete(turn)
+        if (heldForAck !== null && event.messageId !== undefined) endedBeforeAck.add(event.messageId)
         // A pause or close blocked the replies that had not left: none is on its way.
         if (event.replied === true && session.state === 'ongoing') repliesDue += 1
         stopTypingIfIdle()
@@ -169,7 +183,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       }
       case 'state':
         session.state = event.state
-        send({ type: 'state', state: event.state })
+        sendFromSession({ type: 'state', state: event.state })
         if (event.state !== 'ongoing') stopTyping()
         return
     }
@@ -240,6 +254,18 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
         `more than ${settings.rateLimit.messages} messages in ${seconds} s; wait a moment`,
       )
     }
+    heldForAck = []
+    try {
+      await storeAndAck(frame)
+    } finally {
+      const heard = heldForAck
+      heldForAck = null
+      endedBeforeAck.clear()
+      for (const held of heard) send(held)
+    }
+  }
+
+  const storeAndAck = async (frame: Extract<ClientFrame, { type: 'message' }>): Promise<void> => {
     const inbound = {
       integrationId: integration.id,
       clientId: visitorId,
@@ -272,7 +298,7 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     // The visitor's other tabs show the message too.
     const copy: SessionEvent = { kind: 'message', frame: messageFrame(message), fromConnection: connectionId }
     eventBus.publish(sessionTopic(stored.id), copy).catch(() => undefined)
-    if (result.value.queued) setTyping(true)
+    if (result.value.queued && !endedBeforeAck.has(message.id)) setTyping(true)
   }
 
   const sendHistory = async (frame: Extract<ClientFrame, { type: 'history' }>): Promise<void> => {

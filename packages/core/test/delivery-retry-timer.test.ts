@@ -39,7 +39,8 @@ async function start(storage: Storage, clock: Clock) {
     pollMs: 60_000,
   })
   const says = (text: string) => switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text })
-  return { connector, switchboard, says }
+  const opensSession = () => switchboard.openSession({ integrationId: integration.id, clientId: 'ann' })
+  return { connector, switchboard, says, opensSession }
 }
 
 describe('a retry timer that fires early', () => {
@@ -70,8 +71,10 @@ describe('a retry timer that fires early', () => {
       if (failures-- > 0) throw new Error('the database went away for a moment')
       return history(options)
     }
-    const { connector, switchboard, says } = await start(storage, clock)
+    const { connector, switchboard, says, opensSession } = await start(storage, clock)
     try {
+      // A session open already: its job reads the history (a new session's first job has none).
+      await opensSession()
       await says('hello')
       await switchboard.idle()
       expect(failures).toBe(0)

@@ -9,54 +9,54 @@ import {
 import { createManualClock, createRecordingConnector, seedChannel } from '../src/testing/index.js'
 
 describe('a turn whose job another worker took over meanwhile', () => {
-  it('commits nothing: no reply stored or sent, no charge, the session unchanged, the job still held', async () => {
-    const storage = createMemoryStorage()
-    const connector = createRecordingConnector()
-    const { integration } = await seedChannel(storage, { type: connector.type })
-    const clock = createManualClock()
-    const leases: JobLease[] = []
-    const lease = storage.jobs.lease
-    storage.jobs.lease = async (options) => {
-      const leased = await lease(options)
-      if (leased !== null) leases.push(leased)
-      return leased
-    }
-    // While the model answers, this worker's lease ends and another worker leases the job.
-    const model: LlmProvider = {
-      name: 'overtaken',
-      async complete() {
-        const ours = leases[0]!
-        await storage.jobs.renew({ jobId: ours.jobId, token: ours.token, now: clock.now(), leaseMs: 0 })
-        await lease({ now: clock.now(), leaseMs: 60_000, token: 'another-worker' })
-        return { text: 'too late', toolCalls: [], usage: { inputTokens: 10, outputTokens: 5 } }
-      },
-    }
-    const switchboard = createSwitchboard({
-      storage,
-      model,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock,
-    })
-    try {
-      const ingested = await switchboard.ingest({
-        integrationId: integration.id,
-        clientId: 'ann',
-        text: 'hello',
+  // A new session's first job is leased to the worker as it is stored; a returning customer's is
+  // found by a lease. Either is fenced the same way.
+  it.each([
+    ['a new customer', false],
+    ['a returning customer', true],
+  ])(
+    'commits nothing for %s: no reply stored or sent, no charge, the session unchanged, the job still held',
+    async (_, returning) => {
+      const storage = createMemoryStorage()
+      const connector = createRecordingConnector()
+      const { integration } = await seedChannel(storage, { type: connector.type })
+      const clock = createManualClock()
+      const takenOver: JobLease[] = []
+      // While the model answers, another worker, whose clock runs past this worker's lease, takes the job.
+      const model: LlmProvider = {
+        name: 'overtaken',
+        async complete() {
+          const later = new Date(clock.now().getTime() + 120_000)
+          const taken = await storage.jobs.lease({ now: later, leaseMs: 60_000, token: 'another-worker' })
+          if (taken !== null) takenOver.push(taken)
+          return { text: 'too late', toolCalls: [], usage: { inputTokens: 10, outputTokens: 5 } }
+        },
+      }
+      const switchboard = createSwitchboard({
+        storage,
+        model,
+        knowledge: createMemoryKnowledgeIndex(),
+        connectors: [connector],
+        clock,
       })
-      const { session } = ingested._unsafeUnwrap()
-      await switchboard.idle()
+      try {
+        const customer = { integrationId: integration.id, clientId: 'ann' }
+        if (returning) (await switchboard.openSession(customer))._unsafeUnwrap()
+        const ingested = await switchboard.ingest({ ...customer, text: 'hello' })
+        const { session, message } = ingested._unsafeUnwrap()
+        await switchboard.idle()
 
-      expect(leases).toHaveLength(1)
-      const messages = await storage.messages.list({ sessionId: session.id, limit: 10 })
-      expect(messages.map((message) => message.role)).toEqual(['customer'])
-      expect(connector.sent).toEqual([])
-      expect(await storage.sessions.get({ id: session.id })).toEqual(session)
-      const usage = await storage.billing.listUsage({ companyId: session.companyId, limit: 10 })
-      expect(usage.items).toEqual([])
-      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
-    } finally {
-      await switchboard.stop()
-    }
-  })
+        expect(takenOver.map((lease) => lease.messageId)).toEqual([message.id])
+        const messages = await storage.messages.list({ sessionId: session.id, limit: 10 })
+        expect(messages.map((stored) => stored.role)).toEqual(['customer'])
+        expect(connector.sent).toEqual([])
+        expect(await storage.sessions.get({ id: session.id })).toEqual(session)
+        const usage = await storage.billing.listUsage({ companyId: session.companyId, limit: 10 })
+        expect(usage.items).toEqual([])
+        expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+      } finally {
+        await switchboard.stop()
+      }
+    },
+  )
 })

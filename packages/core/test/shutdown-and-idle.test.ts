@@ -124,12 +124,75 @@ describe('idle and stop', () => {
       clock: createManualClock(start),
     })
     await stopping.idle()
+    // A returning customer: the first job of a new session is not leased but handed over.
+    await stopping.openSession({ integrationId: integration.id, clientId: 'ann' })
     const leasing = leases.hold()
     await stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     const stopped = stopping.stop()
     leasing.open()
     await stopped
     await tick()
+    expect(calls).toBe(0)
+
+    // Another process, at the same moment, answers at once: nothing holds the job.
+    const scripted = createScriptedModel()
+    scripted.script(agent.id, reply('taken over'))
+    const next = createSwitchboard({
+      storage,
+      model: scripted,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    await next.idle()
+    expect(connector.sent).toEqual(['taken over'])
+    await next.stop()
+  })
+
+  it("gives back a new session's first job whose message was being stored when stop was called", async () => {
+    const storage = createMemoryStorage()
+    const transaction = storage.transaction
+    let committing: Gate | null = null
+    storage.transaction = (fn) =>
+      transaction(async (tx) => {
+        const result = await fn(tx)
+        if (committing !== null) await committing.opened
+        return result
+      })
+    const connector = slowConnector('slow')
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    let calls = 0
+    const model: LlmProvider = {
+      name: 'counting',
+      async complete() {
+        calls += 1
+        return { text: 'too late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
+      },
+    }
+    const start = '2026-03-01T10:00:00.000Z'
+    const stopping = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(start),
+    })
+    await stopping.idle()
+    const held = gate()
+    committing = held
+    const ingesting = stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await tick()
+    let stopDone = false
+    const stopped = stopping.stop().then(() => {
+      stopDone = true
+    })
+    await tick()
+    // Stop waits for the job being handed over, so it is given back before the storage may close.
+    expect(stopDone).toBe(false)
+    committing = null
+    held.open()
+    expect((await ingesting).isOk()).toBe(true)
+    await stopped
     expect(calls).toBe(0)
 
     // Another process, at the same moment, answers at once: nothing holds the job.

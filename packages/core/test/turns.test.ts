@@ -16,14 +16,27 @@ afterEach(async () => {
 })
 
 describe('an agent turn', () => {
-  /** The storage calls made outside transactions while one customer message is answered. */
-  async function tripsOfOneAnswer(): Promise<string[][]> {
+  /**
+   * The storage calls made outside transactions while one customer message is answered: the
+   * first of a new session, or, `returning`, the customer's second.
+   */
+  async function tripsOfOneAnswer(options: { returning?: boolean } = {}): Promise<string[][]> {
     harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
-    harness.model.script(harness.agent('support'), reply('Hello'))
+    const ann = harness.customer('ann')
+    harness.model.script(
+      harness.agent('support'),
+      ...(options.returning ? [reply('Welcome')] : []),
+      reply('Hello'),
+    )
+    if (options.returning) await ann.says('Before')
     const trips = recordStorageTrips(harness.storage)
-    await harness.customer('ann').sends('Hi')
-    await harness.switchboard.idle()
-    expect(harness.customer('ann').replies()).toEqual(['Hello'])
+    // Not `idle()`, which looks for work itself.
+    const delivered = new Promise((resolve) => harness.switchboard.events.once('message-delivered', resolve))
+    await ann.sends('Hi')
+    await delivered
+    // Time for any call the finished turn or delivery would still make.
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(ann.replies().at(-1)).toBe('Hello')
     return trips
   }
 
@@ -54,8 +67,14 @@ describe('an agent turn', () => {
     expect(ann.received().map((sent) => sent.text)).toEqual(['x\uFFFDy\uFFFDz\uD83D\uDE00', 'o\uFFFD\uFFFD'])
   })
 
-  it('reads what a turn needs in two round trips: the job rows, then the agent, channel and history', async () => {
+  it("starts a new session's first turn from what ingest stored: no lease, no read before the reply's delivery", async () => {
     const trips = await tripsOfOneAnswer()
+    // The integration is ingest's own read, before its transaction.
+    expect(trips.flat()).toEqual(['integrations.get', 'outbox.claim', 'outbox.remove', 'outbox.claimNext'])
+  })
+
+  it("reads what a returning customer's turn needs in two round trips: the job rows, then the agent, channel and history", async () => {
+    const trips = await tripsOfOneAnswer({ returning: true })
     const leased = trips.findIndex((trip) => trip.includes('jobs.lease'))
     // The pool may ask for more jobs meanwhile; those calls are its own, not the turn's.
     const reads = trips

@@ -76,6 +76,31 @@ export function createJobQueue(options: {
       )
     },
 
+    async enqueueLeased(input, { now, leaseMs, token }) {
+      // No session lock and no NOTIFY: the session is new in this transaction, so no other job of
+      // it can be drawn or committed meanwhile, and the job is nobody else's to take.
+      const [row] = await client.query(
+        `INSERT INTO jobs (company_id, session_id, message_id, available_at, lease_token, leased_until)
+        SELECT $1, $2::uuid, $3::uuid, $4::timestamptz, $5, $6::timestamptz
+        WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE session_id = $2::uuid AND state = 'queued')
+        RETURNING id, company_id, session_id, message_id, attempts`,
+        [
+          input.companyId,
+          input.sessionId,
+          input.messageId,
+          timeParameter(input.availableAt),
+          token,
+          timeParameter(new Date(now.getTime() + leaseMs)),
+        ],
+      )
+      if (row === undefined) {
+        throw new Error(
+          `Session ${input.sessionId} has an unfinished job; only its first can be enqueued leased`,
+        )
+      }
+      return leaseOf(row, token)
+    },
+
     async lease({ now, leaseMs, token }) {
       // One statement. It walks the queued jobs oldest first, one index probe a step, and takes the
       // first that heads its session's queue, is due and has no live lease; SKIP LOCKED passes over

@@ -81,7 +81,8 @@ export function createJobQueue(options: {
     else log.afterCommit(listeners.notify)
   }
 
-  const enqueueOne = (log: UndoLog, input: NewJob): void => {
+  /** A job leased from the start (`enqueueLeased`) is nobody else's to take: no one is told of it. */
+  const enqueueOne = (log: UndoLog, input: NewJob, lease?: { token: string; until: number }): JobRecord => {
     if (jobs.messageIds.has(input.messageId)) throw new Error(`Message ${input.messageId} already has a job`)
     jobs.messageIds.add(input.messageId)
     log.record(() => jobs.messageIds.delete(input.messageId))
@@ -94,8 +95,8 @@ export function createJobQueue(options: {
       order: jobs.lastId,
       availableAt: input.availableAt.getTime(),
       attempts: 0,
-      leaseToken: null,
-      leasedUntil: 0,
+      leaseToken: lease?.token ?? null,
+      leasedUntil: lease?.until ?? 0,
       lastError: null,
     }
     log.set(jobs.rows, job.id, job)
@@ -106,15 +107,40 @@ export function createJobQueue(options: {
       queue.push(job.id)
       log.record(() => queue.pop())
     }
-    log.afterCommit(listeners.notify)
+    if (lease === undefined) log.afterCommit(listeners.notify)
+    return job
   }
 
+  const leaseOf = (job: JobRecord, token: string): JobLease =>
+    // Strings and numbers of our own record: nothing to copy, only to freeze.
+    Object.freeze<JobLease>({
+      jobId: job.id,
+      companyId: job.companyId,
+      sessionId: job.sessionId,
+      messageId: job.messageId,
+      attempts: job.attempts,
+      token,
+    })
+
   return {
-    enqueue: (input) => statement((log) => enqueueOne(log, input)),
+    enqueue: (input) =>
+      statement((log) => {
+        enqueueOne(log, input)
+      }),
 
     enqueueMany: (inputs) =>
       statement((log) => {
         for (const input of inputs) enqueueOne(log, input)
+      }),
+
+    enqueueLeased: (input, { now, leaseMs, token }) =>
+      statement((log) => {
+        if (jobs.bySession.has(input.sessionId)) {
+          throw new Error(
+            `Session ${input.sessionId} has an unfinished job; only its first can be enqueued leased`,
+          )
+        }
+        return leaseOf(enqueueOne(log, input, { token, until: now.getTime() + leaseMs }), token)
       }),
 
     lease: ({ now, leaseMs, token }) =>
@@ -128,15 +154,7 @@ export function createJobQueue(options: {
         }
         if (chosen === null) return null
         log.set(jobs.rows, chosen.id, { ...chosen, leaseToken: token, leasedUntil: time + leaseMs })
-        // Strings and numbers of our own record: nothing to copy, only to freeze.
-        return Object.freeze<JobLease>({
-          jobId: chosen.id,
-          companyId: chosen.companyId,
-          sessionId: chosen.sessionId,
-          messageId: chosen.messageId,
-          attempts: chosen.attempts,
-          token,
-        })
+        return leaseOf(chosen, token)
       }),
 
     renew: ({ jobId, token, now, leaseMs }) =>

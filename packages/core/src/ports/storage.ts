@@ -240,6 +240,14 @@ export interface JobQueue {
   enqueue(job: NewJob): Promise<void>
   /** `enqueue` for several messages at once, in the order given; all or none. */
   enqueueMany(jobs: readonly NewJob[]): Promise<void>
+  /**
+   * Inside the transaction that creates the job's session: its first job, leased to `token` until
+   * `now + leaseMs` from the start, so the process storing the message can run it without leasing
+   * it (nobody is told it is available). Throws when the session has an unfinished job. Only for a
+   * session this transaction created: two transactions writing to one session both stored before
+   * could each find no other job, and two of its jobs would run at once.
+   */
+  enqueueLeased(job: NewJob, lease: { now: Date; leaseMs: number; token: string }): Promise<JobLease>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   /**
    * Extends the holder's lease to `now + leaseMs`; false when it is not the holder any more. With

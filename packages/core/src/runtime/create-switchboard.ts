@@ -122,7 +122,7 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     pollMs: options.pollMs ?? 1000,
   })
   const sessions = createSessionOperations(context, delivery)
-  const ingestQueue = createIngestQueue(context)
+  const ingestQueue = createIngestQueue(context, workers)
   const readIntegrations = coalesceReads(
     (ids) => options.storage.integrations.getMany({ ids }),
     (integration) => integration.id,
@@ -156,11 +156,8 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     knowledge: options.knowledge,
     events,
     sessions,
-    ingest: async (inbound, ingestOptions = {}) => {
-      const result = await ingestQueue.ingest(inbound, ingestOptions)
-      if (result.isOk() && result.value.queued) workers.wake()
-      return result
-    },
+    // A queued job is handed to a worker, or the workers are woken for it, by the ingest itself.
+    ingest: (inbound, ingestOptions = {}) => ingestQueue.ingest(inbound, ingestOptions),
     async integration(id, integrationOptions) {
       const copy = integrationOptions?.remembered === true ? remembered.get(id) : undefined
       return copy ?? readIntegration(id)

@@ -1,6 +1,7 @@
 import { type InboundMessage, type IngestOptions, ingest } from './ingest.js'
 import { type IngestOutcome, type IngestRequest, ingestMany } from './ingest-batch.js'
 import type { RuntimeContext } from './runtime-context.js'
+import type { JobHandOff } from './worker-pool.js'
 
 /** At most this many messages share one transaction. */
 const MAX_BATCH = 64
@@ -29,7 +30,7 @@ export interface IngestQueue {
  * message by message, so one bad message, or a race with another process, costs the others
  * nothing but time.
  */
-export function createIngestQueue(context: RuntimeContext): IngestQueue {
+export function createIngestQueue(context: RuntimeContext, workers: JobHandOff): IngestQueue {
   const waiting: Waiting[] = []
   // One store under way at a time while they go well: the messages that wait for it make the next
   // batch bigger, and bigger batches cost fewer statements per message (two at a time stored
@@ -40,7 +41,7 @@ export function createIngestQueue(context: RuntimeContext): IngestQueue {
 
   const storeAlone = async (request: Waiting): Promise<void> => {
     try {
-      request.resolve(await ingest(context, request.inbound, request.options))
+      request.resolve(await ingest(context, workers, request.inbound, request.options))
     } catch (error) {
       request.reject(error)
     }
@@ -54,6 +55,7 @@ export function createIngestQueue(context: RuntimeContext): IngestQueue {
       await Promise.all(batch.map(storeAlone))
       return
     }
+    if (outcomes.some((outcome) => outcome.isOk() && outcome.value.queued)) workers.wake()
     for (const [index, request] of batch.entries()) request.resolve(outcomes[index]!)
   }
 
@@ -75,7 +77,7 @@ export function createIngestQueue(context: RuntimeContext): IngestQueue {
     running += 1
     lastStartedAt = context.clock.now().getTime()
     try {
-      return await ingest(context, inbound, options)
+      return await ingest(context, workers, inbound, options)
     } finally {
       running -= 1
       if (waiting.length > 0 && running === 0) void drain()

@@ -2,9 +2,11 @@ import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
-import type { Integration, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
+import type { KnownJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import type { JobHandOff, ReservedWorker } from './worker-pool.js'
 
 /** A customer message as every connector normalises it. */
 export interface InboundMessage extends CustomerAddress {
@@ -78,24 +80,30 @@ export function customerMessage(
 
 /**
  * The message and, when queued, its job, started together: a storage that pipelines statements
- * writes them in one round trip. The message's id is ours, so nothing waits for it.
+ * writes them in one round trip. The message's id is ours, so nothing waits for it. With
+ * `leasedTo`, the job (the first of a session this transaction creates) is leased to that token.
  */
 function startMessageWrites(
+  context: RuntimeContext,
   tx: Repositories,
   session: Pick<Session, 'id' | 'companyId'>,
   planned: NewMessage,
   queued: boolean,
   now: Date,
+  leasedTo?: string,
 ): Promise<unknown>[] {
   const writes: Promise<unknown>[] = [tx.messages.insert(planned)]
   if (queued) {
+    const job = {
+      companyId: session.companyId,
+      sessionId: session.id,
+      messageId: planned.id,
+      availableAt: now,
+    }
     writes.push(
-      tx.jobs.enqueue({
-        companyId: session.companyId,
-        sessionId: session.id,
-        messageId: planned.id,
-        availableAt: now,
-      }),
+      leasedTo === undefined
+        ? tx.jobs.enqueue(job)
+        : tx.jobs.enqueueLeased(job, { now, leaseMs: context.leaseMs, token: leasedTo }),
     )
   }
   return writes
@@ -151,6 +159,7 @@ export function assertIntegrationOf(inbound: InboundMessage, integration: Integr
  */
 export async function ingest(
   context: RuntimeContext,
+  workers: JobHandOff,
   inbound: InboundMessage,
   options: IngestOptions = {},
 ): Promise<Result<IngestResult, SwitchboardError>> {
@@ -161,7 +170,18 @@ export async function ingest(
   if (!integration.active)
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
+  /**
+   * A worker kept for a new session's first job, which it then runs at once: no lease to look for
+   * it, no reads of what this transaction wrote. Kept across attempts, released if none uses it.
+   */
+  const handOff: {
+    worker: ReservedWorker | null
+    /** The job the last attempt enqueued leased to the worker, and what its turn needs. */
+    job: { lease: JobLease; known: KnownJob } | null
+  } = { worker: null, job: null }
+
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
+    handOff.job = null
     // Started together: a storage that pipelines statements answers them in one round trip. The
     // entry agent opens a new session, and is the active agent of most open ones. A caller's copy
     // of the integration is checked against the stored row.
@@ -193,13 +213,23 @@ export async function ingest(
       // with them and the log entry, in the same round trip. The decision names it as planned.
       const row = newSessionRow(context, integration, inbound, now, entryAgent)
       const queued = entryAgent.kind !== 'human'
+      if (queued && handOff.worker === null) handOff.worker = workers.reserve()
+      const leasedTo = queued ? handOff.worker?.token : undefined
       const planned = customerMessage(context, row, inbound, now)
-      const writes = [tx.sessions.create(row), ...startMessageWrites(tx, row, planned, queued, now)]
+      const writes = [
+        tx.sessions.create(row),
+        ...startMessageWrites(context, tx, row, planned, queued, now, leasedTo),
+      ]
       if (options.webhookLog !== undefined) {
         const decision = { session: { ...row, version: 1 }, messageId: planned.id, duplicate: false, queued }
         writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
       }
-      const [session, message] = (await Promise.all(writes)) as [Session, Message]
+      const [session, message, job] = (await Promise.all(writes)) as [Session, Message, unknown]
+      if (leasedTo !== undefined) {
+        // The session is new: nothing came before its first message.
+        const known = { session, message, agent: entryAgent, integration, priorMessages: [] }
+        handOff.job = { lease: job as JobLease, known }
+      }
       return ok({ session, message, duplicate: false, queued })
     }
 
@@ -217,22 +247,35 @@ export async function ingest(
     // The log entry is started with the message's writes.
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
-    const writes = startMessageWrites(tx, session, planned, queued, now)
+    const writes = startMessageWrites(context, tx, session, planned, queued, now)
     if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
     const message = (await Promise.all(writes))[0] as Message
     return ok({ session, message, duplicate: false, queued })
   }
 
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      const result = await context.storage.transaction(store)
-      announceReceived(context, result)
-      return result
-    } catch (error) {
-      // A concurrent ingest may have opened the customer's session or stored the same external
-      // id first; the next attempt finds it.
-      if (attempt < MAX_ATTEMPTS) continue
-      throw error
+  try {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const result = await context.storage.transaction(store)
+        // Heard before the turn starts: a handed-off turn starts before this resolves.
+        announceReceived(context, result)
+        const { worker, job } = handOff
+        if (worker !== null && job !== null) {
+          handOff.worker = null
+          worker.start(job.lease, job.known)
+        } else if (result.isOk() && result.value.queued) {
+          workers.wake()
+        }
+        return result
+      } catch (error) {
+        // A concurrent ingest may have opened the customer's session or stored the same external
+        // id first; the next attempt finds it.
+        if (attempt < MAX_ATTEMPTS) continue
+        throw error
+      }
     }
+  } finally {
+    // Reserved by an attempt whose job was not enqueued leased, or did not commit.
+    handOff.worker?.release()
   }
 }

@@ -7,7 +7,7 @@ import { transition, withState } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
 import { storableText } from '../domain/storable-text.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
-import type { JobLease } from '../ports/storage.js'
+import type { Integration, JobLease } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { transferToHuman } from './human-transfer.js'
@@ -42,15 +42,26 @@ function mergeOutcome(current: Session, started: Session, outcome: TurnOutcome, 
 }
 
 /**
- * One job: answer one customer message. The turn runs outside any transaction; its results, the
- * job's completion (fenced by the lease token) and the outgoing messages commit together. Replies
- * are sent after the commit; a pause someone else made meanwhile blocks them.
+ * What the process that committed a job knows of it as committed (a new session's first message,
+ * its entry agent and integration): the turn starts from it instead of reading it again. Anything
+ * that changed since, a pause say, is found when the turn commits, as for a change during the turn.
  */
-export async function processJob(
+export interface KnownJob {
+  readonly session: Session
+  readonly message: Message
+  readonly agent: Agent
+  readonly integration: Integration
+  /** The session's messages before this one, oldest first, at most the history window. */
+  readonly priorMessages: readonly Message[]
+}
+
+/** The job's session, message, active agent, integration and history, as stored now. */
+async function readJob(
   context: RuntimeContext,
-  delivery: DeliveryService,
   lease: JobLease,
-): Promise<void> {
+): Promise<
+  (Omit<KnownJob, 'agent' | 'integration'> & { agent: Agent | null; integration: Integration | null }) | null
+> {
   const { storage } = context
   // Reads that do not depend on each other start together: a storage that pipelines or pools
   // statements answers each group in one round trip.
@@ -58,9 +69,8 @@ export async function processJob(
     storage.sessions.get({ id: lease.sessionId }),
     storage.messages.get({ id: lease.messageId }),
   ])
-  if (session === null || message === null || session.state !== 'ongoing') return skip(context, lease)
-
-  const reads = Promise.all([
+  if (session === null || message === null || session.state !== 'ongoing') return null
+  const [agent, integration, priorMessages] = await Promise.all([
     storage.agents.get({ companyId: session.companyId, id: session.activeAgentId }),
     storage.integrations.get({ id: session.integrationId }),
     storage.messages.history({
@@ -69,10 +79,28 @@ export async function processJob(
       limit: MAX_HISTORY_WINDOW,
     }),
   ])
-  const balance = context.enforceCredits ? storage.billing.getBalance({ companyId: session.companyId }) : null
+  return { session, message, agent, integration, priorMessages }
+}
+
+/**
+ * One job: answer one customer message. The turn runs outside any transaction; its results, the
+ * job's completion (fenced by the lease token) and the outgoing messages commit together. Replies
+ * are sent after the commit; a pause someone else made meanwhile blocks them.
+ */
+export async function processJob(
+  context: RuntimeContext,
+  delivery: DeliveryService,
+  lease: JobLease,
+  known?: KnownJob,
+): Promise<void> {
+  const { storage } = context
+  const balance = context.enforceCredits ? storage.billing.getBalance({ companyId: lease.companyId }) : null
   // A job skipped below never waits for the balance; its failure must not go unheard then.
   balance?.catch(() => undefined)
-  const [active, integration, priorMessages] = await reads
+  const job = known ?? (await readJob(context, lease))
+  if (job === null) return skip(context, lease)
+  const { session, message, integration, priorMessages } = job
+  const active = job.agent
   const loadAgent = createAgentLoader(context, session.companyId, active ?? session.activeAgentId)
   let activeAgent = active
   /** The path entry of the entry agent taking over from an active agent that was deleted. */

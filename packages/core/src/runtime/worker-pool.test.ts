@@ -73,7 +73,7 @@ async function start(options: { concurrency?: number; replies: number }) {
 }
 
 describe('the worker pool', () => {
-  it('finds a new message with one lease and asks once more, not after the turn too', async () => {
+  it("runs a new session's first message on a free worker of the process that stored it, with no lease", async () => {
     const { switchboard, leases, connector, says } = await start({ replies: 1 })
     const delivered = new Promise((resolve) => switchboard.events.once('message-delivered', resolve))
     await says('ann')
@@ -81,14 +81,56 @@ describe('the worker pool', () => {
     // Time for any lease the finished turn would still ask for.
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(connector.sent.map((sent) => sent.text)).toEqual(['answer 0'])
+    expect(leases).toEqual([])
+    await switchboard.stop()
+  })
+
+  it("finds a returning customer's message with one lease and asks once more, not after the turn too", async () => {
+    const { switchboard, leases, connector, says } = await start({ replies: 2 })
+    await says('ann')
+    await switchboard.idle()
+    leases.length = 0
+    const delivered = new Promise((resolve) => switchboard.events.once('message-delivered', resolve))
+    await says('ann')
+    await delivered
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['answer 0', 'answer 1'])
     expect(leases.map((call) => call.leased === null)).toEqual([false, true])
     await switchboard.stop()
   })
 
+  it("leases a new session's first job like any other when no worker is free for it", async () => {
+    const { switchboard, leases, connector, says } = await start({ concurrency: 1, replies: 2 })
+    // Both stored before either turn ends: the second finds the one worker busy.
+    await Promise.all([says('ann'), says('bob')])
+    await switchboard.idle()
+    expect(connector.sent.map((sent) => sent.clientId).sort()).toEqual(['ann', 'bob'])
+    expect(leases.filter((call) => call.leased !== null)).toHaveLength(1)
+    await switchboard.stop()
+  })
+
+  it('hands no job to a process that only ingests (concurrency 0): another one leases it', async () => {
+    const { storage, leases } = createWatchedStorage()
+    const connector = createRecordingConnector()
+    const { agent, integration } = await seedChannel(storage, { type: connector.type })
+    const model = createScriptedModel()
+    model.script(agent.id, reply('from the worker process'))
+    const common = { storage, model, knowledge: createMemoryKnowledgeIndex(), connectors: [connector] }
+    const front = createSwitchboard({ ...common, concurrency: 0 })
+    await front.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    expect(await storage.jobs.pending({})).toBe(1)
+    const worker = createSwitchboard(common)
+    await worker.idle()
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['from the worker process'])
+    expect(leases.filter((call) => call.leased !== null)).toHaveLength(1)
+    await Promise.all([front.stop(), worker.stop()])
+  })
+
   it('offers the token of a lease that found nothing again, and never the token of a leased job', async () => {
-    const { switchboard, leases, says } = await start({ replies: 3 })
-    for (const customer of ['ann', 'bob', 'eve']) {
-      await says(customer)
+    const { switchboard, leases, says } = await start({ replies: 4 })
+    // The first message of the session runs without a lease; the others are leased.
+    for (let index = 0; index < 4; index++) {
+      await says('ann')
       await switchboard.idle()
     }
     expect(leases.filter((call) => call.leased !== null)).toHaveLength(3)

@@ -1,6 +1,6 @@
 import type { JobLease } from '../ports/storage.js'
 import type { DeliveryService } from './deliver-outbox.js'
-import { LeaseLost, processJob } from './process-job.js'
+import { type KnownJob, LeaseLost, processJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { setTimerUntil } from './timer-until.js'
 import { updateSession } from './update-session.js'
@@ -8,7 +8,27 @@ import { updateSession } from './update-session.js'
 /** A job that failed this many times is dead: `PROCESSING_FAILED` is recorded on its session. */
 export const MAX_JOB_ATTEMPTS = 5
 
-export interface WorkerPool {
+/**
+ * A worker kept free for a job its caller is about to enqueue leased to `token`
+ * (`jobs.enqueueLeased`): the job runs here without a lease of its own and without reading again
+ * what the caller just wrote. `start` or `release` it, once.
+ */
+export interface ReservedWorker {
+  readonly token: string
+  /** Runs the committed job; `known` is what its turn would otherwise read first. */
+  start(lease: JobLease, known: KnownJob): void
+  /** No job for it after all (the transaction failed or enqueued none). */
+  release(): void
+}
+
+/** What ingest needs of the pool: a worker for a new session's first job, or a wake for the others. */
+export interface JobHandOff {
+  /** A free worker, kept for the caller; null when every one is busy or the pool is stopping. */
+  reserve(): ReservedWorker | null
+  wake(): void
+}
+
+export interface WorkerPool extends JobHandOff {
   /** Look for work now (new jobs, retries that came due, leases of a process that died). */
   wake(): void
   /** Resolves when no job is running and none can be leased right now. */
@@ -34,6 +54,12 @@ export function createWorkerPool(
   let pumpAgain = false
   /** The token of a lease that found no job: no job holds it, so the next lease offers it again. */
   let spareToken: string | null = null
+  /** Workers kept for jobs about to be enqueued leased to them; they count as busy. */
+  let reserved = 0
+  /** Told when no worker is reserved any more: `stop` waits for the jobs being handed over. */
+  let onNoneReserved: Array<() => void> = []
+  const noneReserved = () =>
+    reserved === 0 ? Promise.resolve() : new Promise<void>((resolve) => onNoneReserved.push(resolve))
   /**
    * Whether the last pump stopped before a lease found nothing (every slot busy, or the lease
    * failed), so a job may be waiting that no wake will announce again. Otherwise every job that
@@ -106,13 +132,13 @@ export function createWorkerPool(
     }
   }
 
-  function run(lease: JobLease): void {
-    running.set(lease, runJob(lease))
+  function run(lease: JobLease, known?: KnownJob): void {
+    running.set(lease, runJob(lease, known))
   }
 
-  async function runJob(lease: JobLease): Promise<void> {
+  async function runJob(lease: JobLease, known: KnownJob | undefined): Promise<void> {
     try {
-      await processJob(context, delivery, lease)
+      await processJob(context, delivery, lease, known)
     } catch (error) {
       if (!(error instanceof LeaseLost)) {
         context.logger.error(
@@ -130,7 +156,7 @@ export function createWorkerPool(
 
   async function pump(): Promise<void> {
     while (!stopping) {
-      if (running.size >= options.concurrency) {
+      if (running.size + reserved >= options.concurrency) {
         workMayBeWaiting = true
         return
       }
@@ -166,6 +192,37 @@ export function createWorkerPool(
   }
 
   const pool: WorkerPool = {
+    reserve() {
+      if (stopping || running.size + reserved >= options.concurrency) return null
+      reserved += 1
+      let kept = true
+      const free = () => {
+        if (!kept) throw new Error('a reserved worker was started or released already')
+        kept = false
+        reserved -= 1
+        if (reserved > 0) return
+        const waiting = onNoneReserved
+        onNoneReserved = []
+        for (const resolve of waiting) resolve()
+      }
+      return {
+        token: context.ids.uuid(),
+        start(lease, known) {
+          free()
+          // Stopped since the reservation: the job is given back like one a lease found then.
+          if (stopping)
+            running.set(
+              lease,
+              giveBack(lease).then(() => void running.delete(lease)),
+            )
+          else run(lease, known)
+        },
+        release() {
+          free()
+          if (workMayBeWaiting) pool.wake()
+        },
+      }
+    },
     wake() {
       if (stopping || options.concurrency <= 0) return
       if (pumping !== null) {
@@ -205,8 +262,9 @@ export function createWorkerPool(
       timers.clear()
       let timer: ReturnType<typeof setTimeout> | undefined
       await Promise.race([
-        // A lease under way ends too: its job, if it found one, is given back.
-        Promise.allSettled([...running.values(), pumping]),
+        // A lease under way ends too: its job, if it found one, is given back; so does a job being
+        // enqueued leased to a reserved worker, once its transaction is over.
+        noneReserved().then(() => Promise.allSettled([...running.values(), pumping])),
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, timeoutMs)
         }),

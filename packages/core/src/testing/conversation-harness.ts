@@ -177,8 +177,14 @@ export async function createConversationHarness(
       return result.value
     }
     const session = async () => {
-      if (sessionId === null) throw new Error(`harness: ${clientId} has not written yet`)
-      const found = await storage.sessions.get({ id: sessionId })
+      // A tool of the customer's first turn may ask before `says` has its answer: the turn of a
+      // new session starts as its message is stored.
+      const id =
+        sessionId ??
+        (await storage.sessions.findOpen({ integrationId: integration.id, clientId }))?.id ??
+        null
+      if (id === null) throw new Error(`harness: ${clientId} has not written yet`)
+      const found = await storage.sessions.get({ id })
       if (found === null) throw new Error('harness: the session disappeared')
       return found
     }

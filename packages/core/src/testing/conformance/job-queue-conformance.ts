@@ -101,6 +101,110 @@ export function runJobQueueConformance(
       expect(await lease('idle')).toBeNull()
     })
 
+    /** Creates a session and its first message, and enqueues the message's job leased to `token`. */
+    const receiveLeased = (token: string, now = at()) =>
+      storage.transaction(async (tx) => {
+        const session = await createSession(tx, channel)
+        const message = await insertMessage(tx, session, { at: now })
+        const leased = await tx.jobs.enqueueLeased(
+          { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: now },
+          { now, leaseMs: LEASE_MS, token },
+        )
+        return { session, messageId: message.id, leased }
+      })
+
+    it("enqueues a new session's first job leased to its token, which no other worker can take", async () => {
+      const { session, messageId, leased } = await receiveLeased('ingesting-worker')
+
+      expect(leased).toEqual({
+        jobId: expect.any(String),
+        companyId: channel.companyId,
+        sessionId: session.id,
+        messageId,
+        attempts: 0,
+        token: 'ingesting-worker',
+      })
+      expect(await lease('other')).toBeNull()
+      expect(await lease('still-other', at(LEASE_MS - 1))).toBeNull()
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+      expect(
+        await storage.jobs.renew({
+          jobId: leased.jobId,
+          token: 'ingesting-worker',
+          now: at(),
+          leaseMs: LEASE_MS,
+        }),
+      ).toBe(true)
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'ingesting-worker' })).toBe(true)
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(0)
+    })
+
+    it('hands a job enqueued leased to another worker once its lease ran out, and fences the first out', async () => {
+      const { session, leased } = await receiveLeased('died')
+      const next = await receive(session)
+
+      const taken = (await lease('survivor', at(LEASE_MS + 1)))!
+      expect(taken).toMatchObject({ jobId: leased.jobId, token: 'survivor', attempts: 0 })
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'died' })).toBe(false)
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'survivor' })).toBe(true)
+      expect((await lease('after', at(LEASE_MS + 2)))?.messageId).toBe(next)
+    })
+
+    it("holds a session's later jobs back behind its first one enqueued leased", async () => {
+      const { session, leased } = await receiveLeased('first')
+      const next = await receive(session)
+
+      expect(await lease('other')).toBeNull()
+      expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'first' })).toBe(true)
+      expect((await lease('second'))?.messageId).toBe(next)
+    })
+
+    it('refuses to enqueue leased behind an unfinished job of the session, storing nothing', async () => {
+      const session = await createSession(storage, channel)
+      await receive(session)
+
+      await expect(
+        storage.transaction(async (tx) => {
+          const message = await insertMessage(tx, session)
+          await tx.jobs.enqueueLeased(
+            { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: at() },
+            { now: at(), leaseMs: LEASE_MS, token: 'jumping-the-queue' },
+          )
+        }),
+      ).rejects.toThrow(/unfinished job/)
+      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+    })
+
+    it('leaves no job behind when the transaction that enqueued it leased rolls back', async () => {
+      let sessionId = ''
+      await expect(
+        storage.transaction(async (tx) => {
+          const session = await createSession(tx, channel)
+          sessionId = session.id
+          const message = await insertMessage(tx, session)
+          await tx.jobs.enqueueLeased(
+            { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: at() },
+            { now: at(), leaseMs: LEASE_MS, token: 'rolled-back' },
+          )
+          throw expectedError()
+        }),
+      ).rejects.toThrow()
+      expect(await storage.jobs.pending({ sessionId })).toBe(0)
+      expect(await lease('later', at(LEASE_MS + 1))).toBeNull()
+    })
+
+    it('tells no listener of a job enqueued leased: nobody else may take it', async () => {
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+      try {
+        await receiveLeased('mine')
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        expect(listener).not.toHaveBeenCalled()
+      } finally {
+        unsubscribe()
+      }
+    })
+
     it('enqueues several jobs at once in the order given, all or none', async () => {
       const first = await createSession(storage, channel)
       const second = await createSession(storage, channel)
