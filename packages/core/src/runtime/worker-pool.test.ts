@@ -109,6 +109,56 @@ describe('the worker pool', () => {
     await switchboard.stop()
   })
 
+  it("keeps no worker for a new session's first job while a lease under way may fill the last slot", async () => {
+    const { storage } = createWatchedStorage()
+    const connector = createRecordingConnector()
+    const { integration } = await seedChannel(storage, { type: connector.type })
+    let working = 0
+    let mostAtOnce = 0
+    const model: LlmProvider = {
+      name: 'counting',
+      async complete() {
+        working += 1
+        mostAtOnce = Math.max(mostAtOnce, working)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        working -= 1
+        return { text: 'answer', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
+      },
+    }
+    const switchboard = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      concurrency: 1,
+    })
+    await switchboard.idle()
+    await switchboard.openSession({ integrationId: integration.id, clientId: 'ann' })
+    // Ann's lease takes a while (a busy database); Bob, a new customer, writes meanwhile.
+    let leaseStarted = () => {}
+    const started = new Promise<void>((resolve) => {
+      leaseStarted = resolve
+    })
+    let openLease = () => {}
+    const leaseHeld = new Promise<void>((resolve) => {
+      openLease = resolve
+    })
+    const lease = storage.jobs.lease
+    storage.jobs.lease = async (options) => {
+      leaseStarted()
+      await leaseHeld
+      return lease(options)
+    }
+    await switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await started
+    await switchboard.ingest({ integrationId: integration.id, clientId: 'bob', text: 'hello' })
+    openLease()
+    await switchboard.idle()
+    expect(connector.sent).toHaveLength(2)
+    expect(mostAtOnce).toBe(1)
+    await switchboard.stop()
+  })
+
   it('hands no job to a process that only ingests (concurrency 0): another one leases it', async () => {
     const { storage, leases } = createWatchedStorage()
     const connector = createRecordingConnector()

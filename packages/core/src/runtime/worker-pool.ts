@@ -61,6 +61,11 @@ export function createWorkerPool(
   const noneReserved = () =>
     reserved === 0 ? Promise.resolve() : new Promise<void>((resolve) => onNoneReserved.push(resolve))
   /**
+   * A lease is under way: the job it may find takes a slot the pump saw free, so `reserve` counts
+   * it as busy too, or the two together would run more jobs at once than `concurrency`.
+   */
+  let leasing = false
+  /**
    * Whether the last pump stopped before a lease found nothing (every slot busy, or the lease
    * failed), so a job may be waiting that no wake will announce again. Otherwise every job that
    * becomes available later is announced (`onAvailable`, retry timers, the poll), and a finished
@@ -165,6 +170,7 @@ export function createWorkerPool(
       const token = spareToken ?? context.ids.uuid()
       spareToken = null
       let lease: JobLease | null
+      leasing = true
       try {
         lease = await context.storage.jobs.lease({
           now: context.clock.now(),
@@ -175,6 +181,9 @@ export function createWorkerPool(
         context.logger.error({ error: String(error) }, 'could not lease a job')
         workMayBeWaiting = true
         return
+      } finally {
+        // The job found, if any, is in `running` before anything else runs.
+        leasing = false
       }
       if (lease === null) {
         spareToken = token
@@ -193,7 +202,7 @@ export function createWorkerPool(
 
   const pool: WorkerPool = {
     reserve() {
-      if (stopping || running.size + reserved >= options.concurrency) return null
+      if (stopping || running.size + reserved + (leasing ? 1 : 0) >= options.concurrency) return null
       reserved += 1
       let kept = true
       const free = () => {
