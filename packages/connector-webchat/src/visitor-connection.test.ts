@@ -156,4 +156,49 @@ describe('serveVisitor', () => {
     expect(socket.frames.map((frame) => frame.type)).toEqual(['session', 'error'])
     expect(socket.readyState).toBe(WebSocket.CLOSED)
   })
+
+  // The widget takes a `state` frame for the session its last `session` frame named: the close of
+  // the session left behind, told after the new one's frame, said the new conversation had ended.
+  it("sends what the session left behind said while a message was stored before the new session's frame", async () => {
+    const socket = new FakeSocket()
+    const eventBus = createMemoryEventBus()
+    const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e02' }
+    const storing = deferred()
+    const stored = deferred()
+    const switchboard = {
+      openSession: async () => ok(session),
+      ingest: async () => {
+        storing.resolve()
+        await stored.promise
+        return ok({
+          session: next,
+          message: { ...reply, role: 'customer', sessionId: next.id },
+          duplicate: false,
+          queued: false,
+        })
+      },
+      storage: { sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : session) } },
+    } as unknown as Switchboard
+    serve(socket, switchboard, eventBus)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    socket.emit(
+      'message',
+      Buffer.from(JSON.stringify({ type: 'message', text: 'hello', clientMessageId: 'a' })),
+      false,
+    )
+    await storing.promise
+    // An operator closes the visitor's session as the message is stored: it opens a new one.
+    await eventBus.publish(sessionTopic(session.id), { kind: 'state', state: 'closed' })
+    stored.resolve()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    expect(socket.frames).toEqual([
+      { type: 'session', sessionId: session.id, visitorToken: 'token', state: 'ongoing' },
+      { type: 'state', state: 'closed' },
+      { type: 'session', sessionId: next.id, visitorToken: 'token', state: 'ongoing' },
+      { type: 'ack', clientMessageId: 'a', messageId: reply.id },
+    ])
+    socket.close()
+  })
 })

@@ -288,7 +288,14 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     }
     const { session: stored, message, duplicate } = result.value
     // The visitor's session was closed: the message opened a new one, announced before its ack.
-    if (!duplicate && stored.id !== session?.id) await useSession(stored)
+    if (!duplicate && stored.id !== session?.id) {
+      // What the session left behind said while the message was stored (its close, say) is of
+      // that session: it goes before the new one's frame, as the widget takes it for the one shown.
+      const left = heldForAck ?? []
+      heldForAck = []
+      for (const frame of left) send(frame)
+      await useSession(stored)
+    }
     send({
       type: 'ack',
       ...(frame.clientMessageId === undefined ? {} : { clientMessageId: frame.clientMessageId }),
