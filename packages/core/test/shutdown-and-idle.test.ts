@@ -210,6 +210,54 @@ describe('idle and stop', () => {
     await next.stop()
   })
 
+  it("does not renew the lease of a new session's first job it gives back at stop", async () => {
+    const storage = createMemoryStorage()
+    const transaction = storage.transaction
+    let committing: Gate | null = null
+    storage.transaction = (fn) =>
+      transaction(async (tx) => {
+        const result = await fn(tx)
+        if (committing !== null) await committing.opened
+        return result
+      })
+    // The give-back is made at once, and its answer takes a while (a round trip to a database).
+    const answering = gate()
+    const renew = storage.jobs.renew
+    storage.jobs.renew = async (options) => {
+      const renewed = await renew(options)
+      if (options.leaseMs === 0) await answering.opened
+      return renewed
+    }
+    const connector = slowConnector('slow')
+    const { integration } = await seedChannel(storage, { type: connector.type })
+    const clock = createManualClock('2026-03-01T10:00:00.000Z')
+    const stopping = createSwitchboard({
+      storage,
+      model: createScriptedModel(),
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock,
+    })
+    await stopping.idle()
+    const held = gate()
+    committing = held
+    const ingesting = stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    await tick()
+    const stopped = stopping.stop()
+    await tick()
+    committing = null
+    held.open()
+    expect((await ingesting).isOk()).toBe(true)
+    // The pool renews its running jobs' leases every third of a lease while the give-back is answered.
+    await clock.advance(20_000)
+    answering.open()
+    await stopped
+
+    // Another process, at the same moment, finds the job free.
+    const taken = await storage.jobs.lease({ now: clock.now(), leaseMs: 55_000, token: 'next process' })
+    expect(taken).not.toBeNull()
+  })
+
   it('stop ends within its timeout while a delivery hangs', async () => {
     const storage = createMemoryStorage()
     const connector = slowConnector('slow')

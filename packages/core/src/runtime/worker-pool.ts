@@ -217,14 +217,15 @@ export function createWorkerPool(
       return {
         token: context.ids.uuid(),
         start(lease, known) {
+          // Stopped since the reservation: the job is given back like one a lease found then. The
+          // worker stays reserved until it is, so `stop` waits for it; among the running jobs, a
+          // renewal meanwhile would lease it again.
+          if (stopping) {
+            void giveBack(lease).then(free)
+            return
+          }
           free()
-          // Stopped since the reservation: the job is given back like one a lease found then.
-          if (stopping)
-            running.set(
-              lease,
-              giveBack(lease).then(() => void running.delete(lease)),
-            )
-          else run(lease, known)
+          run(lease, known)
         },
         release() {
           free()
