@@ -201,4 +201,52 @@ describe('serveVisitor', () => {
     ])
     socket.close()
   })
+
+  // The turn of the message that opens a new session starts as it is stored, before the socket
+  // follows that session; one that ended by then was not heard, and typing must not wait for it.
+  it.each([
+    ['turns typing on', 1, true],
+    ['leaves typing off', 0, false],
+  ])(
+    '%s after the ack of a message that opened a new session when its job is %s pending',
+    async (_, pending, typing) => {
+      const socket = new FakeSocket()
+      const eventBus = createMemoryEventBus()
+      const closed: Session = { ...session, state: 'closed' }
+      const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e03' }
+      const switchboard = {
+        openSession: async () => ok(closed),
+        ingest: async () =>
+          ok({
+            session: next,
+            message: { ...reply, role: 'customer', sessionId: next.id },
+            duplicate: false,
+            queued: true,
+          }),
+        storage: {
+          sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : closed) },
+          jobs: {
+            pending: async ({ sessionId }: { sessionId: string }) => (sessionId === next.id ? pending : 0),
+          },
+        },
+      } as unknown as Switchboard
+      serve(socket, switchboard, eventBus)
+      await new Promise((resolve) => setTimeout(resolve, 10))
+
+      socket.emit(
+        'message',
+        Buffer.from(JSON.stringify({ type: 'message', text: 'me again', clientMessageId: 'b' })),
+        false,
+      )
+      await new Promise((resolve) => setTimeout(resolve, 10))
+
+      expect(socket.frames.map((frame) => frame.type)).toEqual([
+        'session',
+        'session',
+        'ack',
+        ...(typing ? ['typing'] : []),
+      ])
+      socket.close()
+    },
+  )
 })

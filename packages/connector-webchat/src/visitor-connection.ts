@@ -287,8 +287,9 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       return
     }
     const { session: stored, message, duplicate } = result.value
+    const opened = !duplicate && stored.id !== session?.id
     // The visitor's session was closed: the message opened a new one, announced before its ack.
-    if (!duplicate && stored.id !== session?.id) {
+    if (opened) {
       // What the session left behind said while the message was stored (its close, say) is of
       // that session: it goes before the new one's frame, as the widget takes it for the one shown.
       const left = heldForAck ?? []
@@ -305,7 +306,11 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     // The visitor's other tabs show the message too.
     const copy: SessionEvent = { kind: 'message', frame: messageFrame(message), fromConnection: connectionId }
     eventBus.publish(sessionTopic(stored.id), copy).catch(() => undefined)
-    if (result.value.queued && !endedBeforeAck.has(message.id)) setTyping(true)
+    if (!result.value.queued || endedBeforeAck.has(message.id)) return
+    // A new session's first turn starts as its message is stored, before this socket followed
+    // the session: if its job is done already, its end went unheard and typing would stay on.
+    if (opened && (await switchboard.storage.jobs.pending({ sessionId: stored.id })) === 0) return
+    setTyping(true)
   }
 
   const sendHistory = async (frame: Extract<ClientFrame, { type: 'history' }>): Promise<void> => {
