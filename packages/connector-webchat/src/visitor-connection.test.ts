@@ -82,6 +82,49 @@ function deferred(): { promise: Promise<void>; resolve(): void } {
   return { promise, resolve }
 }
 
+/** The session a message opens when the visitor's was closed. */
+const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e02' }
+
+/**
+ * A switchboard whose socket starts on `following` and whose `ingest` stores the message in
+ * `next`, a new session, with `pending` unfinished jobs there; `whileStoring` runs inside it.
+ */
+function switchboardOpeningNext(options: {
+  following: Session
+  queued: boolean
+  pending?: number
+  whileStoring?: () => Promise<void>
+}): Switchboard {
+  const { following } = options
+  return {
+    openSession: async () => ok(following),
+    ingest: async () => {
+      await options.whileStoring?.()
+      return ok({
+        session: next,
+        message: { ...reply, role: 'customer', sessionId: next.id },
+        duplicate: false,
+        queued: options.queued,
+      })
+    },
+    storage: {
+      sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : following) },
+      jobs: {
+        pending: async ({ sessionId }: { sessionId: string }) =>
+          sessionId === next.id ? (options.pending ?? 0) : 0,
+      },
+    },
+  } as unknown as Switchboard
+}
+
+function sendMessage(socket: FakeSocket, clientMessageId: string): void {
+  socket.emit(
+    'message',
+    Buffer.from(JSON.stringify({ type: 'message', text: 'hello', clientMessageId })),
+    false,
+  )
+}
+
 describe('serveVisitor', () => {
   // CONTRACT §7: the session frame comes first. A reply or an operator's message published while
   // the connection was still reading its session reached the widget before it, and the widget then
@@ -162,31 +205,20 @@ describe('serveVisitor', () => {
   it("sends what the session left behind said while a message was stored before the new session's frame", async () => {
     const socket = new FakeSocket()
     const eventBus = createMemoryEventBus()
-    const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e02' }
     const storing = deferred()
     const stored = deferred()
-    const switchboard = {
-      openSession: async () => ok(session),
-      ingest: async () => {
+    const switchboard = switchboardOpeningNext({
+      following: session,
+      queued: false,
+      whileStoring: async () => {
         storing.resolve()
         await stored.promise
-        return ok({
-          session: next,
-          message: { ...reply, role: 'customer', sessionId: next.id },
-          duplicate: false,
-          queued: false,
-        })
       },
-      storage: { sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : session) } },
-    } as unknown as Switchboard
+    })
     serve(socket, switchboard, eventBus)
     await new Promise((resolve) => setTimeout(resolve, 10))
 
-    socket.emit(
-      'message',
-      Buffer.from(JSON.stringify({ type: 'message', text: 'hello', clientMessageId: 'a' })),
-      false,
-    )
+    sendMessage(socket, 'a')
     await storing.promise
     // An operator closes the visitor's session as the message is stored: it opens a new one.
     await eventBus.publish(sessionTopic(session.id), { kind: 'state', state: 'closed' })
@@ -205,39 +237,21 @@ describe('serveVisitor', () => {
   // The turn of the message that opens a new session starts as it is stored, before the socket
   // follows that session; one that ended by then was not heard, and typing must not wait for it.
   it.each([
-    ['turns typing on', 1, true],
-    ['leaves typing off', 0, false],
+    ['turns typing on', 'still to run', 1, true],
+    ['leaves typing off', 'done', 0, false],
   ])(
-    '%s after the ack of a message that opened a new session when its job is %s pending',
-    async (_, pending, typing) => {
+    '%s after the ack of a message that opened a new session whose job is %s',
+    async (_, _job, pending, typing) => {
       const socket = new FakeSocket()
       const eventBus = createMemoryEventBus()
-      const closed: Session = { ...session, state: 'closed' }
-      const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e03' }
-      const switchboard = {
-        openSession: async () => ok(closed),
-        ingest: async () =>
-          ok({
-            session: next,
-            message: { ...reply, role: 'customer', sessionId: next.id },
-            duplicate: false,
-            queued: true,
-          }),
-        storage: {
-          sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : closed) },
-          jobs: {
-            pending: async ({ sessionId }: { sessionId: string }) => (sessionId === next.id ? pending : 0),
-          },
-        },
-      } as unknown as Switchboard
-      serve(socket, switchboard, eventBus)
+      serve(
+        socket,
+        switchboardOpeningNext({ following: { ...session, state: 'closed' }, queued: true, pending }),
+        eventBus,
+      )
       await new Promise((resolve) => setTimeout(resolve, 10))
 
-      socket.emit(
-        'message',
-        Buffer.from(JSON.stringify({ type: 'message', text: 'me again', clientMessageId: 'b' })),
-        false,
-      )
+      sendMessage(socket, 'b')
       await new Promise((resolve) => setTimeout(resolve, 10))
 
       expect(socket.frames.map((frame) => frame.type)).toEqual([

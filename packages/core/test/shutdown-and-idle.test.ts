@@ -67,6 +67,73 @@ const within = <T>(promise: Promise<T>, ms: number): Promise<T | 'timed out'> =>
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 10))
 
+/** A model that counts its calls: a process stopping must make none. */
+function countingModel(): LlmProvider & { calls: number } {
+  const model = {
+    name: 'counting',
+    calls: 0,
+    async complete() {
+      model.calls += 1
+      return { text: 'too late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
+    },
+  }
+  return model
+}
+
+/** Memory storage whose transactions, while `committing` holds a gate, wait for it before they commit. */
+function slowCommits(storage: Storage): { hold(): Gate; release(): void } {
+  const transaction = storage.transaction
+  let committing: Gate | null = null
+  storage.transaction = (fn) =>
+    transaction(async (tx) => {
+      const result = await fn(tx)
+      if (committing !== null) await committing.opened
+      return result
+    })
+  return {
+    hold() {
+      committing = gate()
+      return committing
+    },
+    release() {
+      const held = committing
+      committing = null
+      held?.open()
+    },
+  }
+}
+
+const STOP_TIME = '2026-03-01T10:00:00.000Z'
+
+function switchboardOn(
+  storage: Storage,
+  model: LlmProvider,
+  connector: Connector,
+  clock = createManualClock(STOP_TIME),
+) {
+  return createSwitchboard({
+    storage,
+    model,
+    knowledge: createMemoryKnowledgeIndex(),
+    connectors: [connector],
+    clock,
+  })
+}
+
+/** Another process, at the same moment as the one that stopped, answers at once: nothing holds the job. */
+async function expectTakenOverAtOnce(
+  storage: Storage,
+  agentId: number,
+  connector: Connector & { sent: string[] },
+) {
+  const scripted = createScriptedModel()
+  scripted.script(agentId, reply('taken over'))
+  const next = switchboardOn(storage, scripted, connector)
+  await next.idle()
+  expect(connector.sent).toEqual(['taken over'])
+  await next.stop()
+}
+
 describe('idle and stop', () => {
   it('idle resolves when a job is leased while it waits for the last delivery', async () => {
     const storage = createMemoryStorage()
@@ -107,22 +174,8 @@ describe('idle and stop', () => {
     const leases = slowLeases(storage)
     const connector = slowConnector('slow')
     const { agent, integration } = await seedChannel(storage, { type: connector.type })
-    let calls = 0
-    const model: LlmProvider = {
-      name: 'counting',
-      async complete() {
-        calls += 1
-        return { text: 'too late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
-      },
-    }
-    const start = '2026-03-01T10:00:00.000Z'
-    const stopping = createSwitchboard({
-      storage,
-      model,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock: createManualClock(start),
-    })
+    const model = countingModel()
+    const stopping = switchboardOn(storage, model, connector)
     await stopping.idle()
     // A returning customer: the first job of a new session is not leased but handed over.
     await stopping.openSession({ integrationId: integration.id, clientId: 'ann' })
@@ -132,54 +185,19 @@ describe('idle and stop', () => {
     leasing.open()
     await stopped
     await tick()
-    expect(calls).toBe(0)
-
-    // Another process, at the same moment, answers at once: nothing holds the job.
-    const scripted = createScriptedModel()
-    scripted.script(agent.id, reply('taken over'))
-    const next = createSwitchboard({
-      storage,
-      model: scripted,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock: createManualClock(start),
-    })
-    await next.idle()
-    expect(connector.sent).toEqual(['taken over'])
-    await next.stop()
+    expect(model.calls).toBe(0)
+    await expectTakenOverAtOnce(storage, agent.id, connector)
   })
 
   it("gives back a new session's first job whose message was being stored when stop was called", async () => {
     const storage = createMemoryStorage()
-    const transaction = storage.transaction
-    let committing: Gate | null = null
-    storage.transaction = (fn) =>
-      transaction(async (tx) => {
-        const result = await fn(tx)
-        if (committing !== null) await committing.opened
-        return result
-      })
+    const commits = slowCommits(storage)
     const connector = slowConnector('slow')
     const { agent, integration } = await seedChannel(storage, { type: connector.type })
-    let calls = 0
-    const model: LlmProvider = {
-      name: 'counting',
-      async complete() {
-        calls += 1
-        return { text: 'too late', toolCalls: [], usage: { inputTokens: 1, outputTokens: 1 } }
-      },
-    }
-    const start = '2026-03-01T10:00:00.000Z'
-    const stopping = createSwitchboard({
-      storage,
-      model,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock: createManualClock(start),
-    })
+    const model = countingModel()
+    const stopping = switchboardOn(storage, model, connector)
     await stopping.idle()
-    const held = gate()
-    committing = held
+    commits.hold()
     const ingesting = stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     await tick()
     let stopDone = false
@@ -189,37 +207,16 @@ describe('idle and stop', () => {
     await tick()
     // Stop waits for the job being handed over, so it is given back before the storage may close.
     expect(stopDone).toBe(false)
-    committing = null
-    held.open()
+    commits.release()
     expect((await ingesting).isOk()).toBe(true)
     await stopped
-    expect(calls).toBe(0)
-
-    // Another process, at the same moment, answers at once: nothing holds the job.
-    const scripted = createScriptedModel()
-    scripted.script(agent.id, reply('taken over'))
-    const next = createSwitchboard({
-      storage,
-      model: scripted,
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock: createManualClock(start),
-    })
-    await next.idle()
-    expect(connector.sent).toEqual(['taken over'])
-    await next.stop()
+    expect(model.calls).toBe(0)
+    await expectTakenOverAtOnce(storage, agent.id, connector)
   })
 
   it("does not renew the lease of a new session's first job it gives back at stop", async () => {
     const storage = createMemoryStorage()
-    const transaction = storage.transaction
-    let committing: Gate | null = null
-    storage.transaction = (fn) =>
-      transaction(async (tx) => {
-        const result = await fn(tx)
-        if (committing !== null) await committing.opened
-        return result
-      })
+    const commits = slowCommits(storage)
     // The give-back is made at once, and its answer takes a while (a round trip to a database).
     const answering = gate()
     const renew = storage.jobs.renew
@@ -230,23 +227,15 @@ describe('idle and stop', () => {
     }
     const connector = slowConnector('slow')
     const { integration } = await seedChannel(storage, { type: connector.type })
-    const clock = createManualClock('2026-03-01T10:00:00.000Z')
-    const stopping = createSwitchboard({
-      storage,
-      model: createScriptedModel(),
-      knowledge: createMemoryKnowledgeIndex(),
-      connectors: [connector],
-      clock,
-    })
+    const clock = createManualClock(STOP_TIME)
+    const stopping = switchboardOn(storage, createScriptedModel(), connector, clock)
     await stopping.idle()
-    const held = gate()
-    committing = held
+    commits.hold()
     const ingesting = stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     await tick()
     const stopped = stopping.stop()
     await tick()
-    committing = null
-    held.open()
+    commits.release()
     expect((await ingesting).isOk()).toBe(true)
     // The pool renews its running jobs' leases every third of a lease while the give-back is answered.
     await clock.advance(20_000)
