@@ -395,6 +395,33 @@ describe('ingest', () => {
   })
 })
 
+describe('a store that committed but answered with an error', () => {
+  // PostgreSQL may commit and lose the connection before it says so; ingest then tries again.
+  it("gives back the new session's first job it had leased to itself, so it runs without waiting out the lease", async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('first'), reply('second'))
+    const storage = harness.storage
+    const transaction = storage.transaction.bind(storage)
+    let failOnce = true
+    ;(storage as { transaction: Storage['transaction'] }).transaction = async (fn) => {
+      const result = await transaction(fn)
+      if (!failOnce) return result
+      failOnce = false
+      throw new Error('connection lost during COMMIT')
+    }
+    const ingested = await harness.switchboard.ingest({
+      integrationId: harness.integrationId,
+      clientId: 'ann',
+      text: 'hello',
+    })
+    expect(ingested.isOk()).toBe(true)
+    // The manual clock stands still: a job still leased for 55 s would never run.
+    await harness.switchboard.idle()
+    // The retry stored the message again (no external id tells them apart); both are answered.
+    expect(harness.customer('ann').replies()).toEqual(['first', 'second'])
+  })
+})
+
 describe('a stuck store', () => {
   it('does not hold back the messages that arrive behind it for more than 100 ms', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })

@@ -3,6 +3,7 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
 import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import { giveBackJob } from './give-back-job.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
 import type { KnownJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
@@ -268,6 +269,12 @@ export async function ingest(
         }
         return result
       } catch (error) {
+        // A commit whose answer was lost may have committed all the same: its job, leased to this
+        // process, would wait out the lease. Given back, it is free at once; if the transaction
+        // rolled back, there is no job to give back.
+        const leased = handOff.job
+        handOff.job = null
+        if (leased !== null && (await giveBackJob(context, leased.lease))) workers.wake()
         // A concurrent ingest may have opened the customer's session or stored the same external
         // id first; the next attempt finds it.
         if (attempt < MAX_ATTEMPTS) continue

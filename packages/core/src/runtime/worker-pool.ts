@@ -1,5 +1,6 @@
 import type { JobLease } from '../ports/storage.js'
 import type { DeliveryService } from './deliver-outbox.js'
+import { giveBackJob } from './give-back-job.js'
 import { type KnownJob, LeaseLost, processJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { setTimerUntil } from './timer-until.js'
@@ -286,25 +287,15 @@ export function createWorkerPool(
   }
 
   /**
-   * A lease renewed to end now: the job is free for any worker at once. Its turn may still finish
-   * here and commit, unless another worker took the job first (the commit is fenced by the token).
+   * The job is free for any worker at once. Its turn may still finish here and commit, unless
+   * another worker took the job first (the commit is fenced by the token).
    */
   async function giveBack(lease: JobLease): Promise<void> {
-    try {
-      await context.storage.jobs.renew({
-        jobId: lease.jobId,
-        token: lease.token,
-        now: context.clock.now(),
-        leaseMs: 0,
-      })
-      context.logger.warn(
-        { jobId: lease.jobId, sessionId: lease.sessionId },
-        'stopped before a turn finished; its job is given back',
-      )
-    } catch (error) {
-      // Its lease runs out and the job is taken again then.
-      context.logger.error({ jobId: lease.jobId, error: String(error) }, 'could not give back a job')
-    }
+    if (!(await giveBackJob(context, lease))) return
+    context.logger.warn(
+      { jobId: lease.jobId, sessionId: lease.sessionId },
+      'stopped before a turn finished; its job is given back',
+    )
   }
 
   /**
