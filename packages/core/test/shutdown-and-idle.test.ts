@@ -177,15 +177,23 @@ describe('idle and stop', () => {
     const model = countingModel()
     const stopping = switchboardOn(storage, model, connector)
     await stopping.idle()
-    // A returning customer: the first job of a new session is not leased but handed over.
-    await stopping.openSession({ integrationId: integration.id, clientId: 'ann' })
     const leasing = leases.hold()
-    await stopping.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
+    // Stored by a process that only ingests: this one finds the job by a lease.
+    const front = createSwitchboard({
+      storage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(STOP_TIME),
+      concurrency: 0,
+    })
+    await front.ingest({ integrationId: integration.id, clientId: 'ann', text: 'hello' })
     const stopped = stopping.stop()
     leasing.open()
     await stopped
     await tick()
     expect(model.calls).toBe(0)
+    await front.stop()
     await expectTakenOverAtOnce(storage, agent.id, connector)
   })
 

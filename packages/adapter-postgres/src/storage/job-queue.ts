@@ -77,28 +77,42 @@ export function createJobQueue(options: {
     },
 
     async enqueueLeased(input, { now, leaseMs, token }) {
-      // No session lock and no NOTIFY: the session is new in this transaction, so no other job of
-      // it can be drawn or committed meanwhile, and the job is nobody else's to take.
-      const [row] = await client.query(
-        `INSERT INTO jobs (company_id, session_id, message_id, available_at, lease_token, leased_until)
-        SELECT $1, $2::uuid, $3::uuid, $4::timestamptz, $5, $6::timestamptz
-        WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE session_id = $2::uuid AND state = 'queued')
-        RETURNING id, company_id, session_id, message_id, attempts`,
-        [
-          input.companyId,
-          input.sessionId,
-          input.messageId,
-          timeParameter(input.availableAt),
-          token,
-          timeParameter(new Date(now.getTime() + leaseMs)),
-        ],
-      )
-      if (row === undefined) {
-        throw new Error(
-          `Session ${input.sessionId} has an unfinished job; only its first can be enqueued leased`,
-        )
-      }
-      return leaseOf(row, token)
+      // The session's lock in a statement of its own, before the insert: the insert's snapshot,
+      // taken once the lock is held, sees every job of the session committed before, so of
+      // concurrent transactions enqueuing for one session only the first finds none. Sent
+      // together, one round trip. The job leased is nobody else's: NOTIFY only for one that is not.
+      const [, [row]] = await Promise.all([
+        client.query(`SELECT 1 FROM ${sessionLockSql('$1')}`, [input.sessionId]),
+        client.query(
+          `WITH queued AS (
+            INSERT INTO jobs (company_id, session_id, message_id, available_at, lease_token, leased_until)
+            SELECT $1, $2::uuid, $3::uuid, $4::timestamptz,
+              CASE WHEN free.first THEN $5 END, CASE WHEN free.first THEN $6::timestamptz END
+            FROM (
+              SELECT (
+                SELECT earlier.id FROM jobs earlier
+                WHERE earlier.session_id = $2::uuid AND earlier.state = 'queued'
+                LIMIT 1
+              ) IS NULL AS first
+            ) AS free
+            ON CONFLICT DO NOTHING
+            RETURNING id, company_id, session_id, message_id, attempts, lease_token
+          )
+          SELECT queued.*, CASE WHEN queued.lease_token IS NULL THEN pg_notify($7, '') END AS woken
+          FROM queued`,
+          [
+            input.companyId,
+            input.sessionId,
+            input.messageId,
+            timeParameter(input.availableAt),
+            token,
+            timeParameter(new Date(now.getTime() + leaseMs)),
+            channel,
+          ],
+        ),
+      ])
+      if (row === undefined) throw new Error(`Message ${input.messageId} already has a job`)
+      return row.lease_token === null ? null : leaseOf(row, token)
     },
 
     async lease({ now, leaseMs, token }) {

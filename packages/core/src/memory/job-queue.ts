@@ -136,9 +136,8 @@ export function createJobQueue(options: {
     enqueueLeased: (input, { now, leaseMs, token }) =>
       statement((log) => {
         if (jobs.bySession.has(input.sessionId)) {
-          throw new Error(
-            `Session ${input.sessionId} has an unfinished job; only its first can be enqueued leased`,
-          )
+          enqueueOne(log, input)
+          return null
         }
         return leaseOf(enqueueOne(log, input, { token, until: now.getTime() + leaseMs }), token)
       }),

@@ -241,13 +241,13 @@ export interface JobQueue {
   /** `enqueue` for several messages at once, in the order given; all or none. */
   enqueueMany(jobs: readonly NewJob[]): Promise<void>
   /**
-   * Inside the transaction that creates the job's session: its first job, leased to `token` until
-   * `now + leaseMs` from the start, so the process storing the message can run it without leasing
-   * it (nobody is told it is available). Throws when the session has an unfinished job. Only for a
-   * session this transaction created: two transactions writing to one session both stored before
-   * could each find no other job, and two of its jobs would run at once.
+   * `enqueue`, and when the session has no other unfinished job, the job leased at once to `token`
+   * until `now + leaseMs`, so the process storing the message runs it without looking for it
+   * (nobody is told of it then). Null when the session has an earlier unfinished job: this one is
+   * enqueued behind it, as by `enqueue`. Of concurrent transactions enqueuing for one session, at
+   * most one finds no other job.
    */
-  enqueueLeased(job: NewJob, lease: { now: Date; leaseMs: number; token: string }): Promise<JobLease>
+  enqueueLeased(job: NewJob, lease: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   /**
    * Extends the holder's lease to `now + leaseMs`; false when it is not the holder any more. With

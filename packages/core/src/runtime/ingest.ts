@@ -82,7 +82,7 @@ export function customerMessage(
 /**
  * The message and, when queued, its job, started together: a storage that pipelines statements
  * writes them in one round trip. The message's id is ours, so nothing waits for it. With
- * `leasedTo`, the job (the first of a session this transaction creates) is leased to that token.
+ * `leasedTo`, the job is leased to that token when its session has no earlier one unfinished.
  */
 function startMessageWrites(
   context: RuntimeContext,
@@ -178,7 +178,7 @@ export async function ingest(
   const handOff: {
     worker: ReservedWorker | null
     /** The job the last attempt enqueued leased to the worker, and what its turn needs. */
-    job: { lease: JobLease; known: KnownJob } | null
+    job: { lease: JobLease; known: KnownJob | undefined } | null
   } = { worker: null, job: null }
 
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
@@ -225,11 +225,11 @@ export async function ingest(
         const decision = { session: { ...row, version: 1 }, messageId: planned.id, duplicate: false, queued }
         writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
       }
-      const [session, message, job] = (await Promise.all(writes)) as [Session, Message, unknown]
-      if (leasedTo !== undefined) {
+      const [session, message, job] = (await Promise.all(writes)) as [Session, Message, JobLease | null]
+      if (leasedTo !== undefined && job !== null) {
         // The session is new: nothing came before its first message.
         const known = { session, message, agent: entryAgent, integration, priorMessages: [] }
-        handOff.job = { lease: job as JobLease, known }
+        handOff.job = { lease: job, known }
       }
       return ok({ session, message, duplicate: false, queued })
     }
@@ -245,12 +245,17 @@ export async function ingest(
       // No agent at all: the one active was deleted, and the job hands the session to the entry agent.
       queued = active === null || active.kind !== 'human'
     }
-    // The log entry is started with the message's writes.
+    // The log entry is started with the message's writes. A job with no earlier one unfinished is
+    // leased to a free worker here, which reads what the turn needs itself: the session's history
+    // may change until this commits.
+    if (queued && handOff.worker === null) handOff.worker = workers.reserve()
+    const leasedTo = queued ? handOff.worker?.token : undefined
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
-    const writes = startMessageWrites(context, tx, session, planned, queued, now)
+    const writes = startMessageWrites(context, tx, session, planned, queued, now, leasedTo)
     if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
-    const message = (await Promise.all(writes))[0] as Message
+    const [message, job] = (await Promise.all(writes)) as [Message, JobLease | null | undefined]
+    if (leasedTo !== undefined && job) handOff.job = { lease: job, known: undefined }
     return ok({ session, message, duplicate: false, queued })
   }
 

@@ -85,16 +85,20 @@ describe('the worker pool', () => {
     await switchboard.stop()
   })
 
-  it("finds a returning customer's message with one lease and asks once more, not after the turn too", async () => {
-    const { switchboard, leases, connector, says } = await start({ replies: 2 })
-    await says('ann')
-    await switchboard.idle()
-    leases.length = 0
+  it("runs a returning customer's message with no lease too, and leases one that waited behind its session's job", async () => {
+    const { switchboard, leases, connector, says } = await start({ replies: 3 })
     const delivered = new Promise((resolve) => switchboard.events.once('message-delivered', resolve))
     await says('ann')
     await delivered
+    // Not `idle()`, which looks for work itself.
     await new Promise((resolve) => setTimeout(resolve, 20))
-    expect(connector.sent.map((sent) => sent.text)).toEqual(['answer 0', 'answer 1'])
+    expect(leases).toEqual([])
+    // Two at once: the first is handed to a worker; the second waits behind it and is found by a
+    // lease once the first is done, after which the pool asks once more and finds nothing.
+    await Promise.all([says('ann'), says('ann')])
+    await vi.waitFor(() => expect(connector.sent).toHaveLength(3), { timeout: 500 })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(connector.sent.map((sent) => sent.text)).toEqual(['answer 0', 'answer 1', 'answer 2'])
     expect(leases.map((call) => call.leased === null)).toEqual([false, true])
     await switchboard.stop()
   })
@@ -177,13 +181,14 @@ describe('the worker pool', () => {
   })
 
   it('offers the token of a lease that found nothing again, and never the token of a leased job', async () => {
-    const { switchboard, leases, says } = await start({ replies: 4 })
-    // The first message of the session runs without a lease; the others are leased.
-    for (let index = 0; index < 4; index++) {
-      await says('ann')
+    const { switchboard, leases, says } = await start({ replies: 8 })
+    // Of messages sent together, the first is handed to a worker as it is stored; the others wait
+    // behind it and are leased one by one.
+    for (let round = 0; round < 2; round++) {
+      await Promise.all([says('ann'), says('ann'), says('ann'), says('ann')])
       await switchboard.idle()
     }
-    expect(leases.filter((call) => call.leased !== null)).toHaveLength(3)
+    expect(leases.filter((call) => call.leased !== null)).toHaveLength(6)
     leases.forEach((call, index) => {
       const later = leases.slice(index + 1).map((laterCall) => laterCall.token)
       // A token that took a job fences that job's commit: no later lease may carry it.

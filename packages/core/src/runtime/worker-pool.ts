@@ -11,18 +11,18 @@ export const MAX_JOB_ATTEMPTS = 5
 
 /**
  * A worker kept free for a job its caller is about to enqueue leased to `token`
- * (`jobs.enqueueLeased`): the job runs here without a lease of its own and without reading again
- * what the caller just wrote. `start` or `release` it, once.
+ * (`jobs.enqueueLeased`): the job runs here without being looked for, and, for a new session,
+ * without reading again what the caller just wrote. `start` or `release` it, once.
  */
 export interface ReservedWorker {
   readonly token: string
-  /** Runs the committed job; `known` is what its turn would otherwise read first. */
-  start(lease: JobLease, known: KnownJob): void
+  /** Runs the committed job; `known`, when given, is what its turn would otherwise read first. */
+  start(lease: JobLease, known?: KnownJob): void
   /** No job for it after all (the transaction failed or enqueued none). */
   release(): void
 }
 
-/** What ingest needs of the pool: a worker for a new session's first job, or a wake for the others. */
+/** What ingest needs of the pool: a worker for the job it stores, or a wake when none was free. */
 export interface JobHandOff {
   /** A free worker, kept for the caller; null when every one is busy or the pool is stopping. */
   reserve(): ReservedWorker | null

@@ -110,6 +110,7 @@ export function runJobQueueConformance(
           { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: now },
           { now, leaseMs: LEASE_MS, token },
         )
+        if (leased === null) throw new Error('the first job of a new session was not leased')
         return { session, messageId: message.id, leased }
       })
 
@@ -159,20 +160,80 @@ export function runJobQueueConformance(
       expect((await lease('second'))?.messageId).toBe(next)
     })
 
-    it('refuses to enqueue leased behind an unfinished job of the session, storing nothing', async () => {
+    it("enqueues behind a session's unfinished job unleased, as enqueue does, and tells listeners", async () => {
       const session = await createSession(storage, channel)
-      await receive(session)
-
-      await expect(
-        storage.transaction(async (tx) => {
+      const first = await receive(session)
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+      try {
+        const second = await storage.transaction(async (tx) => {
           const message = await insertMessage(tx, session)
-          await tx.jobs.enqueueLeased(
+          const leased = await tx.jobs.enqueueLeased(
             { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: at() },
-            { now: at(), leaseMs: LEASE_MS, token: 'jumping-the-queue' },
+            { now: at(), leaseMs: LEASE_MS, token: 'behind' },
           )
-        }),
-      ).rejects.toThrow(/unfinished job/)
-      expect(await storage.jobs.pending({ sessionId: session.id })).toBe(1)
+          expect(leased).toBeNull()
+          return message.id
+        })
+        await vi.waitFor(() => expect(listener).toHaveBeenCalled())
+        expect(await storage.jobs.pending({ sessionId: session.id })).toBe(2)
+        const leased = (await lease('worker'))!
+        expect(leased.messageId).toBe(first)
+        expect(await storage.jobs.complete({ jobId: leased.jobId, token: 'worker' })).toBe(true)
+        expect((await lease('worker'))?.messageId).toBe(second)
+      } finally {
+        unsubscribe()
+      }
+    })
+
+    it("leases to itself the job of a returning customer's session with no unfinished job", async () => {
+      const session = await createSession(storage, channel)
+      const earlier = (await lease('none yet')) ?? null
+      expect(earlier).toBeNull()
+      const { messageId, leased } = await storage.transaction(async (tx) => {
+        const message = await insertMessage(tx, session)
+        const leased = await tx.jobs.enqueueLeased(
+          { companyId: session.companyId, sessionId: session.id, messageId: message.id, availableAt: at() },
+          { now: at(), leaseMs: LEASE_MS, token: 'returning' },
+        )
+        return { messageId: message.id, leased }
+      })
+      expect(leased).toMatchObject({ sessionId: session.id, messageId, token: 'returning', attempts: 0 })
+      expect(await lease('other')).toBeNull()
+    })
+
+    it('leases the job of only one of many transactions enqueuing leased for one session at once', async () => {
+      const session = await createSession(storage, channel)
+      const messages = await Promise.all(Array.from({ length: 8 }, () => insertMessage(storage, session)))
+      const stored = await Promise.all(
+        messages.map((message, index) =>
+          storage.transaction((tx) =>
+            tx.jobs.enqueueLeased(
+              {
+                companyId: session.companyId,
+                sessionId: session.id,
+                messageId: message.id,
+                availableAt: at(),
+              },
+              { now: at(), leaseMs: LEASE_MS, token: `ingest-${index}` },
+            ),
+          ),
+        ),
+      )
+      const leased = stored.filter((lease) => lease !== null)
+      expect(leased).toHaveLength(1)
+      // The others run one at a time behind it, each once.
+      let current = leased[0]!
+      const ran = [current.messageId]
+      for (;;) {
+        expect(await lease('intruder')).toBeNull()
+        expect(await storage.jobs.complete({ jobId: current.jobId, token: current.token })).toBe(true)
+        const next = await lease(`worker-${ran.length}`)
+        if (next === null) break
+        ran.push(next.messageId)
+        current = next
+      }
+      expect([...ran].sort()).toEqual(messages.map((message) => message.id).sort())
     })
 
     it('leaves no job behind when the transaction that enqueued it leased rolls back', async () => {
