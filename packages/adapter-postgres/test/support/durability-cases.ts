@@ -8,7 +8,13 @@ import {
   type Storage,
   type Switchboard,
 } from '@switchboard/core'
-import { createManualClock, createRecordingConnector, seedChannel } from '@switchboard/core/testing'
+import {
+  createManualClock,
+  createRecordingConnector,
+  createScriptedModel,
+  reply,
+  seedChannel,
+} from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
 import { createPostgresStorage, type Db, type DbClient, type DbRow } from '../../src/index.js'
 
@@ -100,6 +106,50 @@ function createFailingDb(db: Db) {
     comeBack() {
       down = false
       goDownAt = null
+    },
+  }
+}
+
+/**
+ * A `Db` whose next transaction, once armed, answers its caller with a lost connection as it is
+ * about to commit, and commits all the same a moment later: the answer to COMMIT was lost while
+ * the server still worked on it (a standby confirming it, a network that broke on the way back).
+ * It commits once the give-back of a job has been answered, or after 200 ms.
+ */
+function createLateCommitDb(db: Db) {
+  let armed = false
+  let commit: (() => void) | null = null
+  const late: Db = {
+    kind: db.kind,
+    async query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
+      const rows = await db.query<Row>(sql, params)
+      if (/^UPDATE jobs SET leased_until/.test(sql)) commit?.()
+      return rows
+    },
+    transaction(fn) {
+      if (!armed) return db.transaction(fn)
+      armed = false
+      return new Promise((_resolve, reject) => {
+        db.transaction(async (client) => {
+          const result = await fn(client)
+          reject(new Error('Connection terminated unexpectedly'))
+          await new Promise<void>((resolve) => {
+            commit = resolve
+            setTimeout(resolve, 200)
+          })
+          return result
+        }).catch(reject)
+      })
+    },
+    listen: (channel, handler) => db.listen(channel, handler),
+    notify: (channel, payload) => db.notify(channel, payload),
+    // The real database belongs to the test file.
+    close: async () => {},
+  }
+  return {
+    db: late,
+    arm() {
+      armed = true
     },
   }
 }
@@ -409,6 +459,41 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       await switchboard.stop()
       await failingStorage.close()
       // Done with: no later test's workers should find these jobs due.
+      await parkLeftoverJobs(storage)
+    }
+  })
+
+  it("runs a job whose transaction's commit was answered with an error and landed only after", async () => {
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { integration } = await seed(storage)
+    const late = createLateCommitDb(context.db())
+    const lateStorage = await createPostgresStorage({ db: late.db })
+    const model = createScriptedModel()
+    model.script(integration.entryAgentId, reply('first'), reply('second'), reply('second again'))
+    const connector = createRecordingConnector()
+    // The clock stands still: a job still leased to the ingest's worker would never run.
+    const switchboard = createSwitchboard({
+      storage: lateStorage,
+      model,
+      knowledge: createMemoryKnowledgeIndex(),
+      connectors: [connector],
+      clock: createManualClock(new Date()),
+    })
+    const says = (text: string) =>
+      switchboard.ingest({ integrationId: integration.id, clientId: 'ann', text })
+    try {
+      await says('hello')
+      await switchboard.idle()
+      late.arm()
+      // The commit lands after ingest heard the error, and after a give-back made at once would
+      // have found no job; the retry stores the message again.
+      expect((await says('again')).isOk()).toBe(true)
+      await expect.poll(() => connector.sent.length, { timeout: 5000 }).toBe(3)
+      expect(connector.sent.map((sent) => sent.text)).toEqual(['first', 'second', 'second again'])
+    } finally {
+      await switchboard.stop()
+      await lateStorage.close()
       await parkLeftoverJobs(storage)
     }
   })

@@ -259,6 +259,8 @@ export async function ingest(
     return ok({ session, message, duplicate: false, queued })
   }
 
+  /** Jobs leased by attempts whose commit answered with an error; given back at the end. */
+  const unanswered: JobLease[] = []
   try {
     for (let attempt = 1; ; attempt += 1) {
       try {
@@ -275,11 +277,9 @@ export async function ingest(
         return result
       } catch (error) {
         // A commit whose answer was lost may have committed all the same: its job, leased to this
-        // process, would wait out the lease. Given back, it is free at once; if the transaction
-        // rolled back, there is no job to give back.
-        const leased = handOff.job
+        // process, would wait out the lease.
+        if (handOff.job !== null) unanswered.push(handOff.job.lease)
         handOff.job = null
-        if (leased !== null && (await giveBackJob(context, leased.lease))) workers.wake()
         // A concurrent ingest may have opened the customer's session or stored the same external
         // id first; the next attempt finds it.
         if (attempt < MAX_ATTEMPTS) continue
@@ -287,7 +287,16 @@ export async function ingest(
       }
     }
   } finally {
-    // Reserved by an attempt whose job was not enqueued leased, or did not commit.
+    // Given back, they are free at once; a transaction that rolled back left none to give back.
+    // Not before the next attempt: the server may still be committing when its answer is lost (a
+    // standby confirming it), and a give-back that comes first finds nothing. The next attempt
+    // writes to the same session or customer, so it waits until that commit is done.
+    if (unanswered.length > 0) {
+      const given = await Promise.all(unanswered.map((lease) => giveBackJob(context, lease)))
+      if (given.includes(true)) workers.wake()
+    }
+    // Reserved by an attempt whose job was not enqueued leased, or did not commit; released after
+    // the give-back, which `stop` thus waits for.
     handOff.worker?.release()
   }
 }
