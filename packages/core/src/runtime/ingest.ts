@@ -172,8 +172,9 @@ export async function ingest(
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
   /**
-   * A worker kept for a new session's first job, which it then runs at once: no lease to look for
-   * it, no reads of what this transaction wrote. Kept across attempts, released if none uses it.
+   * A worker kept for the message's job, which it then runs at once: no lease to look for it, and
+   * for a new session no reads of what this transaction wrote. Kept across attempts, released if
+   * none uses it.
    */
   const handOff: {
     worker: ReservedWorker | null

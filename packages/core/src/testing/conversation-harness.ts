@@ -45,7 +45,10 @@ export interface HarnessCustomer {
    * one of those turns made a model call the script had no step for.
    */
   says(text: string, options?: { externalId?: string }): Promise<IngestResult>
-  /** The customer writes; resolves once the message is stored, before any agent works. */
+  /**
+   * The customer writes; resolves once the message is stored, without waiting for its turn, which
+   * may be under way already (script the model before the customer writes).
+   */
   sends(text: string, options?: { externalId?: string }): Promise<IngestResult>
   session(): Promise<Session>
   /** The key (in `agents`) of the session's active agent. */
