@@ -92,17 +92,20 @@ const next: Session = { ...session, id: '3f1c1b7e-6a0c-4a53-9d1e-0d7a6c1b2e02' }
 function switchboardOpeningNext(options: {
   following: Session
   queued: boolean
-  pending?: number
+  pending?: number | (() => Promise<number>)
   whileStoring?: () => Promise<void>
+  /** Where the message is stored: `next` unless given. */
+  storesIn?: Session
 }): Switchboard {
   const { following } = options
+  const storesIn = options.storesIn ?? next
   return {
     openSession: async () => ok(following),
     ingest: async () => {
       await options.whileStoring?.()
       return ok({
-        session: next,
-        message: { ...reply, role: 'customer', sessionId: next.id },
+        session: storesIn,
+        message: { ...reply, role: 'customer', sessionId: storesIn.id },
         duplicate: false,
         queued: options.queued,
       })
@@ -110,8 +113,11 @@ function switchboardOpeningNext(options: {
     storage: {
       sessions: { get: async ({ id }: { id: string }) => (id === next.id ? next : following) },
       jobs: {
-        pending: async ({ sessionId }: { sessionId: string }) =>
-          sessionId === next.id ? (options.pending ?? 0) : 0,
+        pending: async ({ sessionId }: { sessionId: string }) => {
+          if (sessionId !== storesIn.id) return 0
+          const { pending } = options
+          return typeof pending === 'function' ? pending() : (pending ?? 0)
+        },
       },
     },
   } as unknown as Switchboard
@@ -263,4 +269,49 @@ describe('serveVisitor', () => {
       socket.close()
     },
   )
+
+  it('leaves typing off after the ack of a message whose turn ended while its new session was read', async () => {
+    const socket = new FakeSocket()
+    const eventBus = createMemoryEventBus()
+    const switchboard = switchboardOpeningNext({
+      following: { ...session, state: 'closed' },
+      queued: true,
+      // The turn ends, with no reply, as the socket asks whether its job is still to run.
+      pending: async () => {
+        await eventBus.publish(sessionTopic(next.id), { kind: 'typing', on: false, messageId: reply.id })
+        return 1
+      },
+    })
+    serve(socket, switchboard, eventBus)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    sendMessage(socket, 'c')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    expect(socket.frames.map((frame) => frame.type)).toEqual(['session', 'session', 'ack'])
+    socket.close()
+  })
+
+  it('leaves typing off after the ack of a message whose session was paused while it was stored', async () => {
+    const socket = new FakeSocket()
+    const eventBus = createMemoryEventBus()
+    const switchboard = switchboardOpeningNext({
+      following: session,
+      storesIn: session,
+      queued: true,
+      whileStoring: () => eventBus.publish(sessionTopic(session.id), { kind: 'state', state: 'paused' }),
+    })
+    serve(socket, switchboard, eventBus)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    sendMessage(socket, 'd')
+    await new Promise((resolve) => setTimeout(resolve, 10))
+
+    expect(socket.frames).toEqual([
+      { type: 'session', sessionId: session.id, visitorToken: 'token', state: 'ongoing' },
+      { type: 'ack', clientMessageId: 'd', messageId: reply.id },
+      { type: 'state', state: 'paused' },
+    ])
+    socket.close()
+  })
 })

@@ -306,10 +306,12 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     // The visitor's other tabs show the message too.
     const copy: SessionEvent = { kind: 'message', frame: messageFrame(message), fromConnection: connectionId }
     eventBus.publish(sessionTopic(stored.id), copy).catch(() => undefined)
-    if (!result.value.queued || endedBeforeAck.has(message.id)) return
     // A new session's first turn starts as its message is stored, before this socket followed
     // the session: if its job is done already, its end went unheard and typing would stay on.
     if (opened && (await switchboard.storage.jobs.pending({ sessionId: stored.id })) === 0) return
+    // Checked after that read, which a turn's end or a pause may have come during. As on the bus,
+    // no agent works on a session that is not ongoing.
+    if (!result.value.queued || endedBeforeAck.has(message.id) || session?.state !== 'ongoing') return
     setTyping(true)
   }
 
