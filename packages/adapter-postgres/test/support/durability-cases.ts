@@ -55,12 +55,19 @@ function deferred<T = void>() {
   return { promise, resolve }
 }
 
-/** The most buffer pages any node of an `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` plan read; a node counts its children's. */
+/**
+ * The most buffer pages any node of an `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` plan read; a node
+ * counts its children's. A temporary table's pages are local buffers.
+ */
 function mostPagesRead(plan: unknown): number {
   if (Array.isArray(plan)) return Math.max(0, ...plan.map(mostPagesRead))
   if (plan === null || typeof plan !== 'object') return 0
   const node = plan as Record<string, unknown>
-  const own = Number(node['Shared Hit Blocks'] ?? 0) + Number(node['Shared Read Blocks'] ?? 0)
+  const own =
+    Number(node['Shared Hit Blocks'] ?? 0) +
+    Number(node['Shared Read Blocks'] ?? 0) +
+    Number(node['Local Hit Blocks'] ?? 0) +
+    Number(node['Local Read Blocks'] ?? 0)
   return Math.max(own, ...Object.values(node).map(mostPagesRead))
 }
 
@@ -305,6 +312,100 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
     } finally {
       await recordingStorage.close()
       await db.query(`UPDATE jobs SET state = 'done' WHERE company_id = $1 AND state = 'queued'`, [companyId])
+    }
+  })
+
+  it('completes a job with work independent of the backlog, on a plan made while the queue was nearly empty', async () => {
+    // A connection keeps the generic plan of a prepared statement, chosen while the database was
+    // new. Completing a job looks for its session's next one; planned as a semi-join on a nearly
+    // empty queue, that read every queued job of every session on each completion.
+    const storage = context.storage()
+    const db = context.db()
+    await parkLeftoverJobs(storage)
+    const { companyId, integration } = await seed(storage)
+    const [queued] = await db.query<{ session_id: string; message_id: string }>(
+      `WITH opened AS (
+        INSERT INTO sessions (id, company_id, integration_id, client_id, customer, state, active_agent_id,
+          entry_agent_id, metadata, created_at, updated_at, version)
+        VALUES (gen_random_uuid(), $1, $2::bigint, 'finish', '{"clientId":"finish"}', 'ongoing', 1, 1,
+          '{"agentPath":[],"sharedContext":{"facts":{},"journey":[]},"errors":[]}'::json, now(), now(), 1)
+        RETURNING id
+      ), received AS (
+        INSERT INTO messages (id, company_id, session_id, integration_id, role, text, at)
+        SELECT gen_random_uuid(), $1, opened.id, $2::bigint, 'customer', 'hello', now() FROM opened
+        RETURNING id, session_id
+      )
+      INSERT INTO jobs (company_id, session_id, message_id, available_at)
+      SELECT $1, session_id, id, now() - interval '1 minute' FROM received
+      RETURNING session_id, message_id`,
+      [companyId, integration.id],
+    )
+    // The completion statement as the queue sends it, to measure what it reads.
+    let finishStatement: { sql: string; params: readonly unknown[] } | null = null
+    const recording: Db = {
+      ...db,
+      transaction: (fn) =>
+        db.transaction((client) =>
+          fn({
+            query: <Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) => {
+              if (/^\s*WITH finished AS/.test(sql)) finishStatement = { sql, params }
+              return client.query<Row>(sql, params)
+            },
+          }),
+        ),
+    }
+    const recordingStorage = await createPostgresStorage({ db: recording })
+    try {
+      const leased = (await storage.jobs.lease({ now: new Date(), leaseMs: LEASE_MS, token: 'measured' }))!
+      expect(leased.messageId).toBe(queued!.message_id)
+      expect(
+        await recordingStorage.transaction((tx) =>
+          tx.jobs.complete({ jobId: leased.jobId, token: 'measured' }),
+        ),
+      ).toBe(true)
+      const { sql, params } = finishStatement!
+      // EXECUTE takes its arguments as SQL text: a utility statement has no parameters of its own.
+      const literals = params.map((value) =>
+        value === null ? 'NULL' : `'${String(value).replaceAll("'", "''")}'`,
+      )
+      let plan: unknown
+      await db
+        .transaction(async (client) => {
+          // A queue of this transaction's own, found first on the search path, holding only the job,
+          // on which the statement is planned once for every call; then a backlog of 2,000 jobs of
+          // other sessions.
+          await client.query('CREATE TEMPORARY TABLE jobs (LIKE jobs INCLUDING DEFAULTS INCLUDING INDEXES)')
+          await client.query(`SET LOCAL plan_cache_mode = force_generic_plan`)
+          await client.query(`PREPARE measured_finish (bigint, text, text, text, text) AS ${sql}`)
+          await client.query(
+            `INSERT INTO jobs (id, company_id, session_id, message_id, available_at, lease_token)
+            VALUES ($1::bigint, $2, $3::uuid, gen_random_uuid(), now(), $4)`,
+            [leased.jobId, companyId, queued!.session_id, 'measured'],
+          )
+          // The generic plan is made at the first EXECUTE; this one finds no job to complete.
+          await client.query(`EXECUTE measured_finish (${['0', ...literals.slice(1)].join(', ')})`)
+          await client.query(
+            `INSERT INTO jobs (company_id, session_id, message_id, available_at)
+            SELECT $1, gen_random_uuid(), gen_random_uuid(), now() FROM generate_series(1, 2000)`,
+            [companyId],
+          )
+          const [row] = await client.query<Record<string, unknown>>(
+            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE measured_finish (${literals.join(', ')})`,
+          )
+          plan = Object.values(row ?? {})[0]
+          throw new Error('roll back')
+        })
+        .catch(() => {})
+      // What executing it read; planning is left out.
+      const [explained] = (typeof plan === 'string' ? JSON.parse(plan) : plan) as [{ Plan: unknown }]
+      const pagesRead = mostPagesRead(explained.Plan)
+      // The update reads about a dozen pages (its row, its index entries) and the probe of the
+      // session's queue a few; the semi-join read every queued job's index entry and row, about 55
+      // pages in all at this size, and more the longer the queue.
+      expect(pagesRead).toBeGreaterThan(0)
+      expect(pagesRead).toBeLessThan(30)
+    } finally {
+      await recordingStorage.close()
     }
   })
 
