@@ -85,7 +85,7 @@ describe('an agent turn', () => {
     expect(trips.flat()).not.toContain('jobs.lease')
   })
 
-  it('commits a turn in three round trips: the session, then every write together, then COMMIT', async () => {
+  it('commits a turn in two round trips: every write together, then COMMIT', async () => {
     harness = await createConversationHarness({ agents: { support: {} }, entry: 'support' })
     harness.model.script(
       harness.agent('support'),
@@ -97,8 +97,8 @@ describe('an agent turn', () => {
     await harness.switchboard.idle()
     expect(harness.customer('ann').replies()).toEqual(['Hello Ann'])
     const turn = transactions.find((trips) => trips.flat().includes('jobs.complete'))
+    // The session the turn started from is saved: it is not read again.
     expect(turn).toEqual([
-      ['sessions.get'],
       [
         'jobs.complete',
         'messages.insert',
@@ -108,6 +108,53 @@ describe('an agent turn', () => {
         'billing.recordUsage',
       ],
     ])
+  })
+
+  it('reads the session again in its commit when someone changed it while the agents worked', async () => {
+    let whileLooking: () => Promise<void> = async () => undefined
+    const lookup = defineTool({
+      name: 'slow_lookup',
+      description: 'A lookup during which an operator saves a fact.',
+      parameters: z.object({}),
+      execute: async () => {
+        await whileLooking()
+        return 'found'
+      },
+    })
+    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support', tools: [lookup] })
+    harness.model.script(harness.agent('support'), toolCall('slow_lookup', {}), reply('Found it'))
+    const ann = harness.customer('ann')
+    whileLooking = async () => {
+      const { id: sessionId } = await ann.session()
+      const result = await harness.switchboard.sessions.reassign({
+        companyId: harness.companyId,
+        sessionId,
+        agentId: harness.agent('support'),
+      })
+      expect(result.isOk()).toBe(true)
+    }
+    const transactions = recordRoundTrips(harness.storage)
+    await ann.sends('Where is my order?')
+    await harness.switchboard.idle()
+    expect(ann.replies()).toEqual(['Found it'])
+    // The first attempt's save found the version moved on and took everything back; the next
+    // started from the session as the operator left it.
+    const turn = transactions.filter((trips) => trips.flat().includes('jobs.complete'))
+    expect(turn).toEqual([
+      [
+        ['sessions.get'],
+        [
+          'jobs.complete',
+          'messages.insert',
+          'outbox.add',
+          'sessions.save',
+          'billing.recordUsage',
+          'billing.recordUsage',
+        ],
+      ],
+    ])
+    const session = await ann.session()
+    expect(session.metadata.agentPath.map((entry) => entry.via)).toEqual(['initial', 'manual'])
   })
 
   it('delivers the replies it just committed without reading them, their session or channel back', async () => {

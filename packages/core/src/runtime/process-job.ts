@@ -149,7 +149,9 @@ export async function processJob(
 
   const outcome = takeover === undefined ? turn : { ...turn, pathEntries: [takeover, ...turn.pathEntries] }
 
-  const committed = await updateSession(storage, { sessionId: session.id }, (current, tx) => {
+  // From the session the turn started from: the save fails if anyone changed it meanwhile, and
+  // the next attempt reads it again, so a turn's commit reads nothing in the common case.
+  const committed = await updateSession(storage, { sessionId: session.id, known: session }, (current, tx) => {
     const now = context.clock.now()
     let next = mergeOutcome(current, session, outcome, now)
     // Someone else paused or closed the session while the agents worked, even if it was resumed

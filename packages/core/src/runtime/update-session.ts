@@ -52,19 +52,26 @@ export type SessionChange<T> =
  * another writer got there first (or the storage gave the transaction up for a concurrent one)
  * the whole transaction is rolled back and `apply` runs again on the fresh session, after a
  * random wait from the third attempt on. `apply` must validate before it writes anything else.
+ *
+ * `target.known` is the session as the caller read it already: the first attempt starts from it
+ * instead of reading it again. Its version fences the save as a fresh read's would, so a session
+ * that changed since fails that attempt, and the next one reads it.
  */
 export async function updateSession<T>(
   storage: Storage,
-  target: { sessionId: string; companyId?: number | undefined },
+  target: { sessionId: string; companyId?: number | undefined; known?: Session | undefined },
   apply: (session: Session, tx: Repositories) => SessionChange<T> | Promise<SessionChange<T>>,
 ): Promise<Result<{ session: Session; previous: Session; value: T }, SwitchboardError>> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       const outcome = await storage.transaction(async (tx) => {
-        const current = await tx.sessions.get({
-          id: target.sessionId,
-          ...(target.companyId === undefined ? {} : { companyId: target.companyId }),
-        })
+        const current =
+          attempt === 1 && target.known !== undefined
+            ? target.known
+            : await tx.sessions.get({
+                id: target.sessionId,
+                ...(target.companyId === undefined ? {} : { companyId: target.companyId }),
+              })
         if (current === null) return err(switchboardError('NOT_FOUND', 'session not found'))
         // Not awaited when it need not be: the writes `apply` started then leave with the save.
         const applied = apply(current, tx)
