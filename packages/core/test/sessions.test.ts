@@ -1,35 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { z } from 'zod'
-import { defineTool } from '../src/index.js'
 import { type ConversationHarness, createConversationHarness, reply, toolCall } from '../src/testing/index.js'
+import { lookupWithOperator } from './support/lookup-with-operator.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
   await harness.finish()
 })
-
-/**
- * A lookup tool during which an operator acts while the agent works: `whileLooking` sets what runs
- * before the lookup answers (nothing until set).
- */
-function lookupWithOperator() {
-  let act: () => Promise<void> = async () => undefined
-  const tool = defineTool({
-    name: 'slow_lookup',
-    description: 'A lookup during which an operator acts on the conversation.',
-    parameters: z.object({}),
-    execute: async () => {
-      await act()
-      return 'found'
-    },
-  })
-  return {
-    tool,
-    whileLooking(action: () => Promise<void>) {
-      act = action
-    },
-  }
-}
 
 describe('operators and the session lifecycle', () => {
   it('stores 100 messages to a paused session without a single model call, then resumes with the same agent', async () => {

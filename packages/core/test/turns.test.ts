@@ -8,6 +8,7 @@ import {
   reply,
   toolCall,
 } from '../src/testing/index.js'
+import { lookupWithOperator } from './support/lookup-with-operator.js'
 import { recordRoundTrips, recordStorageTrips } from './support/round-trips.js'
 
 let harness: ConversationHarness
@@ -111,20 +112,15 @@ describe('an agent turn', () => {
   })
 
   it('reads the session again in its commit when someone changed it while the agents worked', async () => {
-    let whileLooking: () => Promise<void> = async () => undefined
-    const lookup = defineTool({
-      name: 'slow_lookup',
-      description: 'A lookup during which an operator saves a fact.',
-      parameters: z.object({}),
-      execute: async () => {
-        await whileLooking()
-        return 'found'
-      },
+    const lookup = lookupWithOperator()
+    harness = await createConversationHarness({
+      agents: { support: {} },
+      entry: 'support',
+      tools: [lookup.tool],
     })
-    harness = await createConversationHarness({ agents: { support: {} }, entry: 'support', tools: [lookup] })
     harness.model.script(harness.agent('support'), toolCall('slow_lookup', {}), reply('Found it'))
     const ann = harness.customer('ann')
-    whileLooking = async () => {
+    lookup.whileLooking(async () => {
       const { id: sessionId } = await ann.session()
       const result = await harness.switchboard.sessions.reassign({
         companyId: harness.companyId,
@@ -132,7 +128,7 @@ describe('an agent turn', () => {
         agentId: harness.agent('support'),
       })
       expect(result.isOk()).toBe(true)
-    }
+    })
     const transactions = recordRoundTrips(harness.storage)
     await ann.sends('Where is my order?')
     await harness.switchboard.idle()
