@@ -245,7 +245,8 @@ export interface JobQueue {
    * until `now + leaseMs`, so the process storing the message runs it without looking for it
    * (nobody is told of it then). Null when the session has an earlier unfinished job: this one is
    * enqueued behind it, as by `enqueue`. Of concurrent transactions enqueuing for one session, at
-   * most one finds no other job.
+   * most one finds no other job. Meant for the transaction that stores the message: the job is
+   * the holder's only once that commits.
    */
   enqueueLeased(job: NewJob, lease: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>

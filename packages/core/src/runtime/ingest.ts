@@ -156,7 +156,8 @@ export function assertIntegrationOf(inbound: InboundMessage, integration: Integr
 /**
  * Receive one customer message: find the customer's open session or open one (a closed session
  * is never reused), store the message once per external id, and enqueue its job, all in one
- * transaction. When this resolves, the message is durable.
+ * transaction. When this resolves, the message is durable; its turn may have started already,
+ * on a worker of this process the job was enqueued leased to (`message-received` comes first).
  */
 export async function ingest(
   context: RuntimeContext,

@@ -35,10 +35,11 @@ export interface WorkerPool extends JobHandOff {
   /** Resolves when no job is running and none can be leased right now. */
   idle(): Promise<void>
   /**
-   * Takes no new job (one a lease under way finds is given back); resolves when the running ones
-   * finished or `timeoutMs` passed. The leases of jobs still running then are given back, so
-   * another process, or this one started again, takes them at once instead of when the lease runs
-   * out.
+   * Takes no new job (one a lease under way finds is given back, and so is one handed over to a
+   * worker reserved before, once its transaction is over: `stop` waits for those transactions);
+   * resolves when the running ones finished or `timeoutMs` passed. The leases of jobs still
+   * running then are given back, so another process, or this one started again, takes them at
+   * once instead of when the lease runs out.
    */
   stop(timeoutMs: number): Promise<void>
 }
