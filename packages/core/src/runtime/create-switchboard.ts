@@ -54,7 +54,10 @@ export interface Switchboard {
   readonly knowledge: KnowledgeIndex
   readonly events: EventEmitter<SwitchboardEvents>
   readonly sessions: SessionOperations
-  /** Store one customer message and queue it; durable once this resolves with ok. */
+  /**
+   * Store one customer message and queue it; durable once this resolves with ok. Its turn may be
+   * under way by then, on a free worker of this process (`message-received` is emitted first).
+   */
   ingest(inbound: InboundMessage, options?: IngestOptions): Promise<Result<IngestResult, SwitchboardError>>
   /**
    * The integration with this id, of any company, as a webhook finds it; reads made at the same
