@@ -44,6 +44,17 @@ async function countLookups(run: () => Promise<unknown>): Promise<number> {
   return lookups
 }
 
+/** An index with a fresh company and agent, whose documents and searches are that agent's. */
+async function oneAgentsKnowledge(createIndex: () => Promise<KnowledgeIndex> | KnowledgeIndex) {
+  const index = await createIndex()
+  const companyId = uniqueId()
+  const agentId = uniqueId()
+  return {
+    add: (documentId: string, content: string) => index.add({ companyId, agentId, documentId, content }),
+    search: (query: string, limit: number) => index.search({ companyId, agentId, query, limit }),
+  }
+}
+
 /**
  * The behaviour every `KnowledgeIndex` must share with the in-memory one: run it against an
  * adapter with a factory that answers a ready index. Every test uses its own random company, so
@@ -55,12 +66,10 @@ export function runKnowledgeIndexConformance(
 ): void {
   describe(`${name} (KnowledgeIndex conformance)`, () => {
     it('splits documents into trimmed passages at blank lines', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({ companyId, agentId, documentId: 'policy', content: RETURNS_POLICY })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('policy', RETURNS_POLICY)
 
-      const results = await index.search({ companyId, agentId, query: 'When do refunds arrive?', limit: 10 })
+      const results = await knowledge.search('When do refunds arrive?', 10)
 
       expect(results).toHaveLength(1)
       expect(results[0]).toMatchObject({
@@ -71,36 +80,27 @@ export function runKnowledgeIndexConformance(
     })
 
     it('takes words of any length, in documents and queries alike', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
+      const knowledge = await oneAgentsKnowledge(createIndex)
       // Longer than a PostgreSQL lexeme may be (2046 bytes), in letters of two and three bytes too.
       const long = 'b'.repeat(3000)
       const wide = 'ж'.repeat(1500)
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'long',
-        content: `Refunds take two weeks ${long}.\n\nShipping ${wide} is free.`,
-      })
+      await knowledge.add('long', `Refunds take two weeks ${long}.\n\nShipping ${wide} is free.`)
 
-      expect(
-        await index.search({ companyId, agentId, query: `refunds ${'c'.repeat(3000)}`, limit: 10 }),
-      ).toEqual([expect.objectContaining({ text: `Refunds take two weeks ${long}.` })])
-      expect(
-        (await index.search({ companyId, agentId, query: `${wide}?`, limit: 10 })).map((found) => found.text),
-      ).toEqual([`Shipping ${wide} is free.`])
-      expect(await index.search({ companyId, agentId, query: 'b'.repeat(2999), limit: 10 })).toEqual([])
+      expect(await knowledge.search(`refunds ${'c'.repeat(3000)}`, 10)).toEqual([
+        expect.objectContaining({ text: `Refunds take two weeks ${long}.` }),
+      ])
+      expect((await knowledge.search(`${wide}?`, 10)).map((found) => found.text)).toEqual([
+        `Shipping ${wide} is free.`,
+      ])
+      expect(await knowledge.search('b'.repeat(2999), 10)).toEqual([])
     })
 
     it('keeps the lines of one paragraph together', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
+      const knowledge = await oneAgentsKnowledge(createIndex)
       const content = '  Opening hours:\nMonday to Friday, nine to five.\n\nClosed on holidays.  \n'
-      await index.add({ companyId, agentId, documentId: 'hours', content })
+      await knowledge.add('hours', content)
 
-      const results = await index.search({ companyId, agentId, query: 'opening hours', limit: 10 })
+      const results = await knowledge.search('opening hours', 10)
 
       expect(results.map((passage) => passage.text)).toEqual([
         'Opening hours:\nMonday to Friday, nine to five.',
@@ -108,25 +108,21 @@ export function runKnowledgeIndexConformance(
     })
 
     it('answers only passages that share a word with the query', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({ companyId, agentId, documentId: 'policy', content: RETURNS_POLICY })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('policy', RETURNS_POLICY)
 
-      expect(await index.search({ companyId, agentId, query: 'free shipping', limit: 10 })).toEqual([
+      expect(await knowledge.search('free shipping', 10)).toEqual([
         expect.objectContaining({ text: 'Shipping is free for orders above fifty euros.' }),
       ])
-      expect(await index.search({ companyId, agentId, query: 'warranty repairs', limit: 10 })).toEqual([])
-      expect(await index.search({ companyId, agentId, query: '', limit: 10 })).toEqual([])
+      expect(await knowledge.search('warranty repairs', 10)).toEqual([])
+      expect(await knowledge.search('', 10)).toEqual([])
     })
 
     it('matches words whatever their case and punctuation', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({ companyId, agentId, documentId: 'policy', content: RETURNS_POLICY })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('policy', RETURNS_POLICY)
 
-      const results = await index.search({ companyId, agentId, query: 'REFUNDS?!', limit: 10 })
+      const results = await knowledge.search('REFUNDS?!', 10)
 
       expect(results.map((passage) => passage.text)).toEqual([
         'Refunds reach the original payment method within five business days.',
@@ -134,85 +130,59 @@ export function runKnowledgeIndexConformance(
     })
 
     it('matches words of any alphabet', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'multilingual',
-        content: 'Die Rückerstattung dauert fünf Tage.\n\nВозврат занимает пять дней.',
-      })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add(
+        'multilingual',
+        'Die Rückerstattung dauert fünf Tage.\n\nВозврат занимает пять дней.',
+      )
 
-      const german = await index.search({ companyId, agentId, query: 'rückerstattung', limit: 10 })
-      const russian = await index.search({ companyId, agentId, query: 'ВОЗВРАТ', limit: 10 })
+      const german = await knowledge.search('rückerstattung', 10)
+      const russian = await knowledge.search('ВОЗВРАТ', 10)
 
       expect(german.map((passage) => passage.text)).toEqual(['Die Rückerstattung dauert fünf Tage.'])
       expect(russian.map((passage) => passage.text)).toEqual(['Возврат занимает пять дней.'])
     })
 
     it('matches words written with marks, and a letter typed decomposed as the composed one', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'marks',
-        content: 'किताब दस दिन में लौटाएँ।\n\nकीमत में कर शामिल है।\n\nCafé and crème daily.',
-      })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('marks', 'किताब दस दिन में लौटाएँ।\n\nकीमत में कर शामिल है।\n\nCafé and crème daily.')
 
-      const hindi = await index.search({ companyId, agentId, query: 'कीमत क्या है?', limit: 10 })
-      const decomposed = await index.search({ companyId, agentId, query: 'CAFE\u0301?', limit: 10 })
+      const hindi = await knowledge.search('कीमत क्या है?', 10)
+      const decomposed = await knowledge.search('CAFE\u0301?', 10)
 
       expect(hindi.map((passage) => passage.text)).toEqual(['कीमत में कर शामिल है।'])
       expect(decomposed.map((passage) => passage.text)).toEqual(['Café and crème daily.'])
     })
 
     it('matches nothing on stop words and short words alone', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'faq',
-        content: 'What can you do for me about this?\n\nPlease tell us how to help with that and we will.',
-      })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add(
+        'faq',
+        'What can you do for me about this?\n\nPlease tell us how to help with that and we will.',
+      )
 
-      const results = await index.search({
-        companyId,
-        agentId,
-        query: 'What can you do for me about this, please? I want and need that from you.',
-        limit: 10,
-      })
+      const results = await knowledge.search(
+        'What can you do for me about this, please? I want and need that from you.',
+        10,
+      )
 
       expect(results).toEqual([])
     })
 
     it('ranks a passage with more of the query words first', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
+      const knowledge = await oneAgentsKnowledge(createIndex)
       // Equal lengths, so only the number of shared words can decide the order.
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'delivery',
-        content: [
+      await knowledge.add(
+        'delivery',
+        [
           'Parcels travel by courier daily.',
           'Express parcels travel overnight.',
           'Gift cards never expire.',
           'Express parcels travel daily.',
         ].join('\n\n'),
-      })
+      )
 
-      const results = await index.search({
-        companyId,
-        agentId,
-        query: 'express parcels overnight',
-        limit: 10,
-      })
+      const results = await knowledge.search('express parcels overnight', 10)
 
       expect(results.map((passage) => passage.text)).toEqual([
         'Express parcels travel overnight.',
@@ -226,25 +196,21 @@ export function runKnowledgeIndexConformance(
     // BM25 alone put a short passage sharing one rare word above a long one sharing that word and
     // a common one: asked about card refunds, the answer was "Refunds: contact us."
     it("ranks a passage sharing more of the message's words first, whatever the lengths, with scores in that order", async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
+      const knowledge = await oneAgentsKnowledge(createIndex)
       const refundsToCard =
         'Refunds reach the original card within fourteen working days once the returned parcel arrives at our warehouse and passes inspection by the returns team there.'
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'payments',
-        content: [
+      await knowledge.add(
+        'payments',
+        [
           refundsToCard,
           'Refunds: contact us.',
           'Gift card balances never expire.',
           'Pay by card or bank transfer.',
           'Your card is charged when the order ships.',
         ].join('\n\n'),
-      })
+      )
 
-      const results = await index.search({ companyId, agentId, query: 'card refunds?', limit: 3 })
+      const results = await knowledge.search('card refunds?', 3)
 
       expect(results.map((passage) => passage.text).slice(0, 2)).toEqual([
         refundsToCard,
@@ -255,53 +221,37 @@ export function runKnowledgeIndexConformance(
     })
 
     it('ranks across the documents of one agent', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'one',
-        content: 'Invoices are emailed monthly by post.',
-      })
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'two',
-        content: 'Invoices list every payment monthly.',
-      })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('one', 'Invoices are emailed monthly by post.')
+      await knowledge.add('two', 'Invoices list every payment monthly.')
 
-      const results = await index.search({ companyId, agentId, query: 'monthly payment invoices', limit: 10 })
+      const results = await knowledge.search('monthly payment invoices', 10)
 
       expect(results.map((passage) => passage.documentId)).toEqual(['two', 'one'])
     })
 
     it('answers at most `limit` passages, the best ones', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'stores',
-        content: [
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add(
+        'stores',
+        [
           'Berlin store.',
           'Berlin store opens daily downtown.',
           'Munich store.',
           'Hamburg store opens daily, always.',
           'Cologne store.',
         ].join('\n\n'),
-      })
+      )
 
-      const all = await index.search({ companyId, agentId, query: 'store opens daily downtown', limit: 10 })
-      const two = await index.search({ companyId, agentId, query: 'store opens daily downtown', limit: 2 })
+      const all = await knowledge.search('store opens daily downtown', 10)
+      const two = await knowledge.search('store opens daily downtown', 2)
 
       expect(all).toHaveLength(5)
       expect(two.map((passage) => passage.text)).toEqual([
         'Berlin store opens daily downtown.',
         'Hamburg store opens daily, always.',
       ])
-      expect(await index.search({ companyId, agentId, query: 'store', limit: 1 })).toHaveLength(1)
+      expect(await knowledge.search('store', 1)).toHaveLength(1)
     })
 
     it('keeps companies apart, even for the same agent and document ids', async () => {
@@ -384,35 +334,26 @@ export function runKnowledgeIndexConformance(
     })
 
     it('replaces a document added again under the same id', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
-      await index.add({
-        companyId,
-        agentId,
-        documentId: 'hours',
-        content: 'Open weekdays.\n\nClosed weekends.',
-      })
-      await index.add({ companyId, agentId, documentId: 'hours', content: 'Open weekdays and weekends.' })
+      const knowledge = await oneAgentsKnowledge(createIndex)
+      await knowledge.add('hours', 'Open weekdays.\n\nClosed weekends.')
+      await knowledge.add('hours', 'Open weekdays and weekends.')
 
-      expect(await index.search({ companyId, agentId, query: 'closed', limit: 10 })).toEqual([])
-      const results = await index.search({ companyId, agentId, query: 'weekdays weekends', limit: 10 })
+      expect(await knowledge.search('closed', 10)).toEqual([])
+      const results = await knowledge.search('weekdays weekends', 10)
       expect(results.map((passage) => passage.text)).toEqual(['Open weekdays and weekends.'])
     })
 
     it('ranks a long message against many passages in about their sum of lookups, not their product', async () => {
-      const index = await createIndex()
-      const companyId = uniqueId()
-      const agentId = uniqueId()
+      const knowledge = await oneAgentsKnowledge(createIndex)
       // Every passage shares "common" with the query, so every passage is ranked.
       const passages = Array.from({ length: 2_000 }, (_, position) => `${numberedWord(position)} common`)
-      await index.add({ companyId, agentId, documentId: 'faq', content: passages.join('\n\n') })
+      await knowledge.add('faq', passages.join('\n\n'))
       const words = Array.from({ length: 2_000 }, (_, position) => numberedWord(position + 1_000))
       const query = ['common', ...words].join(' ')
 
       let results: unknown[] = []
       const lookups = await countLookups(async () => {
-        results = await index.search({ companyId, agentId, query, limit: 3 })
+        results = await knowledge.search(query, 3)
       })
 
       expect(results).toHaveLength(3)
