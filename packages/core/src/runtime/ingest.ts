@@ -183,6 +183,13 @@ export async function ingest(
     job: { lease: JobLease; known: KnownJob | undefined } | null
   } = { worker: null, job: null }
 
+  /** For a queued job, the token of the worker kept for it, reserved by the first attempt that asks. */
+  const leaseTokenFor = (queued: boolean): string | undefined => {
+    if (!queued) return undefined
+    handOff.worker ??= workers.reserve()
+    return handOff.worker?.token
+  }
+
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
     handOff.job = null
     // Started together: a storage that pipelines statements answers them in one round trip. The
@@ -216,8 +223,7 @@ export async function ingest(
       // with them and the log entry, in the same round trip. The decision names it as planned.
       const row = newSessionRow(context, integration, inbound, now, entryAgent)
       const queued = entryAgent.kind !== 'human'
-      if (queued && handOff.worker === null) handOff.worker = workers.reserve()
-      const leasedTo = queued ? handOff.worker?.token : undefined
+      const leasedTo = leaseTokenFor(queued)
       const planned = customerMessage(context, row, inbound, now)
       const writes = [
         tx.sessions.create(row),
@@ -250,8 +256,7 @@ export async function ingest(
     // The log entry is started with the message's writes. A job with no earlier one unfinished is
     // leased to a free worker here, which reads what the turn needs itself: the session's history
     // may change until this commits.
-    if (queued && handOff.worker === null) handOff.worker = workers.reserve()
-    const leasedTo = queued ? handOff.worker?.token : undefined
+    const leasedTo = leaseTokenFor(queued)
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
     const writes = startMessageWrites(context, tx, session, planned, queued, now, leasedTo)
