@@ -151,6 +151,7 @@ export type {
   JobQueue,
   KnowledgeDocument,
   KnowledgeDocumentRepository,
+  LeasableJob,
   LoginFailureRepository,
   MessageRepository,
   NewAgent,

@@ -10,7 +10,7 @@ import type {
   Storage,
 } from '../src/index.js'
 import { type ConversationHarness, createConversationHarness, reply } from '../src/testing/index.js'
-import { recordRoundTrips } from './support/round-trips.js'
+import { recordRoundTrips, recordStorageTrips } from './support/round-trips.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -363,6 +363,38 @@ describe('ingest', () => {
     ])
   })
 
+  it('hands the first job of each new session in a batch to a free worker, which reads nothing back', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), ...Array.from({ length: 4 }, () => reply('ok')))
+    const leased: unknown[] = []
+    const lease = harness.storage.jobs.lease
+    harness.storage.jobs.lease = async (options) => {
+      const found = await lease(options)
+      if (found !== null) leased.push(found)
+      return found
+    }
+    const transactions = recordRoundTrips(harness.storage)
+    const outside = recordStorageTrips(harness.storage)
+    const stores = recordStores(harness.storage)
+
+    await Promise.all(
+      ['ann', 'bob', 'cleo', 'bob'].map((clientId) =>
+        harness.switchboard.ingest({ integrationId: harness.integrationId, clientId, text: 'hello' }),
+      ),
+    )
+    await harness.switchboard.idle()
+
+    // ann alone, the others together: bob's two messages, cleo's one.
+    expect(stores[0]).toBe(1)
+    expect(stores[1]).toBe(3)
+    expect(transactions.filter((trips) => trips.flat().includes('jobs.enqueueManyLeased'))).toHaveLength(1)
+    for (const clientId of ['ann', 'cleo']) expect(harness.customer(clientId).replies()).toEqual(['ok'])
+    expect(harness.customer('bob').replies()).toEqual(['ok', 'ok'])
+    // Only bob's second job, behind his first, was leased; no turn read its session back.
+    expect(leased).toHaveLength(1)
+    expect(outside.flat().filter((call) => call === 'messages.history')).toHaveLength(1)
+  })
+
   it('stores messages one by one when their shared transaction fails, and only the bad one fails', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     const integration = await integrationOf(harness.storage, harness.integrationId)
@@ -419,6 +451,47 @@ describe('a store that committed but answered with an error', () => {
     await harness.switchboard.idle()
     // The retry stored the message again (no external id tells them apart); both are answered.
     expect(harness.customer('ann').replies()).toEqual(['first', 'second'])
+  })
+})
+
+describe('a batch whose store committed but answered with an error', () => {
+  it('gives back the jobs it had leased to its workers once the messages were stored again one by one', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), ...Array.from({ length: 5 }, () => reply('ok')))
+    const storage = harness.storage
+    const transaction = storage.transaction.bind(storage)
+    let failOnce = true
+    ;(storage as { transaction: Storage['transaction'] }).transaction = async (fn) => {
+      let batch = false
+      const result = await transaction((tx) =>
+        fn({
+          ...tx,
+          messages: {
+            ...tx.messages,
+            insertMany: (messages) => {
+              batch = true
+              return tx.messages.insertMany(messages)
+            },
+          },
+        }),
+      )
+      // The batch of bob and cleo, stored while ann's message was.
+      if (!batch || !failOnce) return result
+      failOnce = false
+      throw new Error('connection lost during COMMIT')
+    }
+    const results = await Promise.all(
+      ['ann', 'bob', 'cleo'].map((clientId) =>
+        harness.switchboard.ingest({ integrationId: harness.integrationId, clientId, text: 'hello' }),
+      ),
+    )
+    expect(results.every((result) => result.isOk())).toBe(true)
+    // The manual clock stands still: a job still leased for 55 s would never run.
+    await harness.switchboard.idle()
+    // The batch did commit; the one-by-one retries stored bob's and cleo's messages again.
+    expect(harness.customer('ann').replies()).toEqual(['ok'])
+    expect(harness.customer('bob').replies()).toEqual(['ok', 'ok'])
+    expect(harness.customer('cleo').replies()).toEqual(['ok', 'ok'])
   })
 })
 

@@ -115,6 +115,55 @@ export function createJobQueue(options: {
       return row.lease_token === null ? null : leaseOf(row, token)
     },
 
+    async enqueueManyLeased(inputs, { now, leaseMs }) {
+      if (inputs.length === 0) return []
+      const rows = inputs.map((input) => ({
+        company_id: input.companyId,
+        session_id: input.sessionId,
+        message_id: input.messageId,
+        available_at: timeParameter(input.availableAt),
+        token: input.token ?? null,
+      }))
+      const parameter = storableJson(rows)
+      // As enqueueLeased: the sessions' locks in a statement of their own first, so the insert's
+      // snapshot sees every job of those sessions committed before. A job is leased when it has a
+      // token, is its session's first in the batch, and its session has no job queued already.
+      const [, inserted] = await Promise.all([
+        client.query(`SELECT 1 FROM ${sessionLocksSql('$1')}`, [parameter]),
+        client.query(
+          `WITH given AS (
+            SELECT j.*, row_number() OVER (PARTITION BY j.session_id ORDER BY j.position) = 1 AS first_in_batch
+            FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (company_id integer, session_id uuid, message_id uuid,
+              available_at timestamptz, token text)) WITH ORDINALITY AS j(company_id, session_id, message_id,
+              available_at, token, position)
+          ), decided AS (
+            SELECT given.*, given.token IS NOT NULL AND given.first_in_batch AND (
+              SELECT earlier.id FROM jobs earlier
+              WHERE earlier.session_id = given.session_id AND earlier.state = 'queued'
+              LIMIT 1
+            ) IS NULL AS leased
+            FROM given
+          ), queued AS (
+            INSERT INTO jobs (company_id, session_id, message_id, available_at, lease_token, leased_until)
+            SELECT company_id, session_id, message_id, available_at,
+              CASE WHEN leased THEN token END, CASE WHEN leased THEN $2::timestamptz END
+            FROM decided
+            ORDER BY position
+            RETURNING id, company_id, session_id, message_id, attempts, lease_token
+          )
+          SELECT queued.*, CASE WHEN queued.lease_token IS NULL THEN pg_notify($3, '') END AS woken
+          FROM queued`,
+          [parameter, timeParameter(new Date(now.getTime() + leaseMs)), channel],
+        ),
+      ])
+      const leases = new Map<string, JobLease>()
+      for (const row of inserted) {
+        if (row.lease_token !== null)
+          leases.set(String(row.message_id), leaseOf(row, String(row.lease_token)))
+      }
+      return inputs.map((input) => leases.get(input.messageId) ?? null)
+    },
+
     async lease({ now, leaseMs, token }) {
       // One statement. It walks the queued jobs oldest first, one index probe a step, and takes the
       // first that heads its session's queue, is due and has no live lease; SKIP LOCKED passes over

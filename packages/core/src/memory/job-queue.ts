@@ -111,6 +111,20 @@ export function createJobQueue(options: {
     return job
   }
 
+  /** Leased to its token when it has one and its session no other unfinished job (earlier ones included). */
+  const enqueueLeasedOne = (
+    log: UndoLog,
+    input: NewJob,
+    token: string | undefined,
+    until: number,
+  ): JobLease | null => {
+    if (token === undefined || jobs.bySession.has(input.sessionId)) {
+      enqueueOne(log, input)
+      return null
+    }
+    return leaseOf(enqueueOne(log, input, { token, until }), token)
+  }
+
   const leaseOf = (job: JobRecord, token: string): JobLease =>
     // Strings and numbers of our own record: nothing to copy, only to freeze.
     Object.freeze<JobLease>({
@@ -134,12 +148,12 @@ export function createJobQueue(options: {
       }),
 
     enqueueLeased: (input, { now, leaseMs, token }) =>
+      statement((log) => enqueueLeasedOne(log, input, token, now.getTime() + leaseMs)),
+
+    enqueueManyLeased: (inputs, { now, leaseMs }) =>
       statement((log) => {
-        if (jobs.bySession.has(input.sessionId)) {
-          enqueueOne(log, input)
-          return null
-        }
-        return leaseOf(enqueueOne(log, input, { token, until: now.getTime() + leaseMs }), token)
+        const until = now.getTime() + leaseMs
+        return inputs.map((input) => enqueueLeasedOne(log, input, input.token, until))
       }),
 
     lease: ({ now, leaseMs, token }) =>

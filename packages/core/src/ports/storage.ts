@@ -231,6 +231,11 @@ export interface NewJob {
   readonly availableAt: Date
 }
 
+/** A job to enqueue, leased to `token` when given and its session has no earlier unfinished job. */
+export interface LeasableJob extends NewJob {
+  readonly token?: string | undefined
+}
+
 /**
  * Jobs, one per inbound message. A session's jobs run one at a time in enqueue order: only the
  * earliest unfinished job of a session can be leased, and only while no live lease holds it.
@@ -249,6 +254,16 @@ export interface JobQueue {
    * the holder's only once that commits.
    */
   enqueueLeased(job: NewJob, lease: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
+  /**
+   * `enqueueMany`, where each job given a `token` is leased at once to it until `now + leaseMs`
+   * when its session has no other unfinished job, stored before or earlier in the same call (as
+   * `enqueueLeased` for each in turn). Answers each job's lease in the order given, null for a job
+   * enqueued unleased, which listeners are told of. All or none.
+   */
+  enqueueManyLeased(
+    jobs: readonly LeasableJob[],
+    lease: { now: Date; leaseMs: number },
+  ): Promise<(JobLease | null)[]>
   lease(options: { now: Date; leaseMs: number; token: string }): Promise<JobLease | null>
   /**
    * Extends the holder's lease to `now + leaseMs`; false when it is not the holder any more. With

@@ -2,7 +2,8 @@ import { err, ok, type Result } from 'neverthrow'
 import type { Agent } from '../domain/agent.js'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
-import type { Integration, NewJob, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import type { Integration, LeasableJob, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import type { HandOff } from './hand-off.js'
 import {
   announceReceived,
   assertIntegrationOf,
@@ -14,6 +15,7 @@ import {
   sameIntegration,
 } from './ingest.js'
 import { type FoundSession, followCustomer, openNewSession } from './open-session.js'
+import type { KnownJob } from './process-job.js'
 import type { RuntimeContext } from './runtime-context.js'
 
 export interface IngestRequest {
@@ -36,6 +38,7 @@ const keyOf = (integrationId: string, id: string): string => `${integrationId.le
 export async function ingestMany(
   context: RuntimeContext,
   requests: readonly IngestRequest[],
+  handOff?: HandOff,
 ): Promise<IngestOutcome[]> {
   const outcomes: IngestOutcome[] = new Array(requests.length)
   const integrations = await integrationsOf(context, requests)
@@ -53,7 +56,10 @@ export async function ingestMany(
   if (admitted.length === 0) return outcomes
 
   const stored = await context.storage.transaction(async (tx) => {
+    handOff?.attempt()
     const results = new Map<number, IngestOutcome>()
+    /** Sessions this transaction opens: their first message's turn needs nothing read back. */
+    const openedHere = new Set<string>()
     const earlier = await readEarlier(tx, requests, admitted, integrations)
     // Rare: the batch is then stored message by message, and each caller whose copy is old is
     // told so (CONFLICT) while the others go on.
@@ -113,6 +119,7 @@ export async function ingestMany(
           continue
         }
         session = opened.value.session
+        openedHere.add(session.id)
       } else {
         session = await followCustomer(tx, open, inbound, now)
       }
@@ -144,7 +151,12 @@ export async function ingestMany(
     if (agentReads.length > 0) await Promise.all(agentReads)
 
     const decisions = new Map<number, IngestDecision>()
-    const jobs: NewJob[] = []
+    const jobs: LeasableJob[] = []
+    /** The message of each job, by its position among the planned ones. */
+    const jobPositions: number[] = []
+    /** Sessions whose first job of the batch is planned: only that one can be handed over. */
+    const sessionsWithJob = new Set<string>()
+    let leasing = false
     for (let position = 0; position < planned.length; position++) {
       const message = planned[position]!
       const session = plannedIn[position]!
@@ -153,12 +165,17 @@ export async function ingestMany(
         const active = agents.get(agentKey(session))
         // Null: the active agent was deleted, and the job hands the session to the entry agent.
         if (active !== undefined && (active === null || active.kind !== 'human')) {
+          const token = sessionsWithJob.has(session.id) ? undefined : handOff?.token()
+          sessionsWithJob.add(session.id)
+          if (token !== undefined) leasing = true
           jobs.push({
             companyId: session.companyId,
             sessionId: session.id,
             messageId: message.id,
             availableAt: message.at,
+            token,
           })
+          jobPositions.push(position)
           queued = true
         }
       }
@@ -182,11 +199,34 @@ export async function ingestMany(
 
     // Started together: the ids are ours, so a storage that pipelines statements writes the
     // messages, their jobs and their log entries in one round trip.
-    const [messages] = await Promise.all([
+    // With a worker kept for a session's first job, it is enqueued leased to that worker.
+    const [messages, leases] = await Promise.all([
       tx.messages.insertMany(planned),
-      tx.jobs.enqueueMany(jobs),
+      leasing
+        ? tx.jobs.enqueueManyLeased(jobs, { now: context.clock.now(), leaseMs: context.leaseMs })
+        : tx.jobs.enqueueMany(jobs),
       tx.webhookLogs.addMany(logs),
     ])
+    if (leases !== undefined) {
+      leases.forEach((lease, index) => {
+        if (lease === null) return
+        const position = jobPositions[index]!
+        const session = plannedIn[position]!
+        const inbound = requests[plannedFor[position]!]!.inbound
+        // A session opened here: its first job's message is its first, and the entry agent its
+        // active agent. It is known as the batch's last message of the customer left it.
+        const known: KnownJob | undefined = openedHere.has(session.id)
+          ? {
+              session: sessions.get(keyOf(inbound.integrationId, inbound.clientId))!,
+              message: messages[position]!,
+              agent: earlier.entryAgents.get(inbound.integrationId)!,
+              integration: integrations.get(inbound.integrationId)!,
+              priorMessages: [],
+            }
+          : undefined
+        handOff?.leased(lease, known)
+      })
+    }
     for (let position = 0; position < messages.length; position++) {
       const index = plannedFor[position]!
       const { session, queued } = decisions.get(index)!

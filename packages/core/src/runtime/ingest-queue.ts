@@ -1,3 +1,4 @@
+import { createHandOff } from './hand-off.js'
 import { type InboundMessage, type IngestOptions, ingest } from './ingest.js'
 import { type IngestOutcome, type IngestRequest, ingestMany } from './ingest-batch.js'
 import type { RuntimeContext } from './runtime-context.js'
@@ -48,15 +49,24 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
   }
 
   const storeTogether = async (batch: Waiting[]): Promise<void> => {
-    let outcomes: IngestOutcome[]
+    // The first job of each session in the batch goes to a free worker, as a lone message's does.
+    const handOff = createHandOff(context, workers)
     try {
-      outcomes = await ingestMany(context, batch)
-    } catch {
-      await Promise.all(batch.map(storeAlone))
-      return
+      let outcomes: IngestOutcome[]
+      try {
+        outcomes = await ingestMany(context, batch, handOff)
+      } catch {
+        handOff.failed()
+        await Promise.all(batch.map(storeAlone))
+        return
+      }
+      const queued = outcomes.filter((outcome) => outcome.isOk() && outcome.value.queued).length
+      if (handOff.committed() < queued) workers.wake()
+      for (const [index, request] of batch.entries()) request.resolve(outcomes[index]!)
+    } finally {
+      const givingBack = handOff.finish()
+      if (givingBack !== undefined) await givingBack
     }
-    if (outcomes.some((outcome) => outcome.isOk() && outcome.value.queued)) workers.wake()
-    for (const [index, request] of batch.entries()) request.resolve(outcomes[index]!)
   }
 
   const drain = async (): Promise<void> => {

@@ -3,11 +3,10 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
 import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
-import { giveBackJob } from './give-back-job.js'
+import { createHandOff } from './hand-off.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
-import type { KnownJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
-import type { JobHandOff, ReservedWorker } from './worker-pool.js'
+import type { JobHandOff } from './worker-pool.js'
 
 /** A customer message as every connector normalises it. */
 export interface InboundMessage extends CustomerAddress {
@@ -172,26 +171,13 @@ export async function ingest(
   if (!integration.active)
     return err(switchboardError('INTEGRATION_INACTIVE', 'the integration is not active'))
 
-  /**
-   * A worker kept for the message's job, which it then runs at once: no lease to look for it, and
-   * for a new session no reads of what this transaction wrote. Kept across attempts, released if
-   * none uses it.
-   */
-  const handOff: {
-    worker: ReservedWorker | null
-    /** The job the last attempt enqueued leased to the worker, and what its turn needs. */
-    job: { lease: JobLease; known: KnownJob | undefined } | null
-  } = { worker: null, job: null }
-
-  /** For a queued job, the token of the worker kept for it, reserved by the first attempt that asks. */
-  const leaseTokenFor = (queued: boolean): string | undefined => {
-    if (!queued) return undefined
-    handOff.worker ??= workers.reserve()
-    return handOff.worker?.token
-  }
+  // A worker kept for the message's job, which it then runs at once: no lease to look for it, and
+  // for a new session no reads of what this transaction wrote.
+  const handOff = createHandOff(context, workers)
+  const leaseTokenFor = (queued: boolean): string | undefined => (queued ? handOff.token() : undefined)
 
   const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
-    handOff.job = null
+    handOff.attempt()
     // Started together: a storage that pipelines statements answers them in one round trip. The
     // entry agent opens a new session, and is the active agent of most open ones. A caller's copy
     // of the integration is checked against the stored row.
@@ -234,11 +220,8 @@ export async function ingest(
         writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
       }
       const [session, message, job] = (await Promise.all(writes)) as [Session, Message, JobLease | null]
-      if (leasedTo !== undefined && job !== null) {
-        // The session is new: nothing came before its first message.
-        const known = { session, message, agent: entryAgent, integration, priorMessages: [] }
-        handOff.job = { lease: job, known }
-      }
+      // The session is new: nothing came before its first message.
+      if (job) handOff.leased(job, { session, message, agent: entryAgent, integration, priorMessages: [] })
       return ok({ session, message, duplicate: false, queued })
     }
 
@@ -262,31 +245,20 @@ export async function ingest(
     const writes = startMessageWrites(context, tx, session, planned, queued, now, leasedTo)
     if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
     const [message, job] = (await Promise.all(writes)) as [Message, JobLease | null | undefined]
-    if (leasedTo !== undefined && job) handOff.job = { lease: job, known: undefined }
+    if (job) handOff.leased(job)
     return ok({ session, message, duplicate: false, queued })
   }
 
-  /** Jobs leased by attempts whose commit answered with an error; given back at the end. */
-  const unanswered: JobLease[] = []
   try {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const result = await context.storage.transaction(store)
         // Heard before the turn starts: a handed-off turn starts before this resolves.
         announceReceived(context, result)
-        const { worker, job } = handOff
-        if (worker !== null && job !== null) {
-          handOff.worker = null
-          worker.start(job.lease, job.known)
-        } else if (result.isOk() && result.value.queued) {
-          workers.wake()
-        }
+        if (handOff.committed() === 0 && result.isOk() && result.value.queued) workers.wake()
         return result
       } catch (error) {
-        // A commit whose answer was lost may have committed all the same: its job, leased to this
-        // process, would wait out the lease.
-        if (handOff.job !== null) unanswered.push(handOff.job.lease)
-        handOff.job = null
+        handOff.failed()
         // A concurrent ingest may have opened the customer's session or stored the same external
         // id first; the next attempt finds it.
         if (attempt < MAX_ATTEMPTS) continue
@@ -294,16 +266,7 @@ export async function ingest(
       }
     }
   } finally {
-    // Given back, they are free at once; a transaction that rolled back left none to give back.
-    // Not before the next attempt: the server may still be committing when its answer is lost (a
-    // standby confirming it), and a give-back that comes first finds nothing. The next attempt
-    // writes to the same session or customer, so it waits until that commit is done.
-    if (unanswered.length > 0) {
-      const given = await Promise.all(unanswered.map((lease) => giveBackJob(context, lease)))
-      if (given.includes(true)) workers.wake()
-    }
-    // Reserved by an attempt whose job was not enqueued leased, or did not commit; released after
-    // the give-back, which `stop` thus waits for.
-    handOff.worker?.release()
+    const givingBack = handOff.finish()
+    if (givingBack !== undefined) await givingBack
   }
 }

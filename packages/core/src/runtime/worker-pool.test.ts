@@ -181,14 +181,17 @@ describe('the worker pool', () => {
   })
 
   it('offers the token of a lease that found nothing again, and never the token of a leased job', async () => {
-    const { switchboard, leases, says } = await start({ replies: 8 })
-    // Of messages sent together, the first is handed to a worker as it is stored; the others wait
-    // behind it and are leased one by one.
+    const { switchboard, leases, says, connector } = await start({ replies: 8 })
+    // Of messages sent together, the first is handed to a worker as it is stored (and the first of
+    // the batch stored after it too, when that job finished meanwhile); the others wait behind it
+    // and are leased one by one.
     for (let round = 0; round < 2; round++) {
       await Promise.all([says('ann'), says('ann'), says('ann'), says('ann')])
       await switchboard.idle()
     }
-    expect(leases.filter((call) => call.leased !== null)).toHaveLength(6)
+    expect(connector.sent).toHaveLength(8)
+    expect(leases.filter((call) => call.leased !== null).length).toBeGreaterThanOrEqual(4)
+    expect(leases.filter((call) => call.leased !== null).length).toBeLessThanOrEqual(6)
     leases.forEach((call, index) => {
       const later = leases.slice(index + 1).map((laterCall) => laterCall.token)
       // A token that took a job fences that job's commit: no later lease may carry it.

@@ -290,6 +290,115 @@ export function runJobQueueConformance(
       expect(await lease('worker-4')).toBeNull()
     })
 
+    /** Stores one message for each session given, in one transaction, and the jobs of them. */
+    const storeBatch = (sessions: readonly Session[]) =>
+      storage.transaction((tx) => tx.messages.insertMany(sessions.map((session) => newMessageInput(session))))
+    const leasable = (message: { id: string; sessionId: string }, token?: string) => ({
+      companyId: channel.companyId,
+      sessionId: message.sessionId,
+      messageId: message.id,
+      availableAt: at(),
+      ...(token === undefined ? {} : { token }),
+    })
+
+    it("leases each batch job given a token that is its session's first, and enqueues the rest behind", async () => {
+      const [first, second, third] = await Promise.all([1, 2, 3].map(() => createSession(storage, channel)))
+      // `third` has a job queued already: its batch job waits behind it.
+      const waiting = await receive(third!)
+      const messages = await storeBatch([first!, second!, first!, third!, second!])
+      const listener = vi.fn()
+      const unsubscribe = storage.jobs.onAvailable(listener)
+      try {
+        const leases = await storage.transaction((tx) =>
+          tx.jobs.enqueueManyLeased(
+            [
+              leasable(messages[0]!, 'worker-a'),
+              leasable(messages[1]!),
+              leasable(messages[2]!, 'worker-c'),
+              leasable(messages[3]!, 'worker-d'),
+              leasable(messages[4]!, 'worker-e'),
+            ],
+            { now: at(), leaseMs: LEASE_MS },
+          ),
+        )
+        expect(leases).toEqual([
+          {
+            jobId: expect.any(String),
+            companyId: channel.companyId,
+            sessionId: first!.id,
+            messageId: messages[0]!.id,
+            attempts: 0,
+            token: 'worker-a',
+          },
+          null,
+          null,
+          null,
+          null,
+        ])
+        // Jobs enqueued unleased are announced.
+        await vi.waitFor(() => expect(listener).toHaveBeenCalled())
+      } finally {
+        unsubscribe()
+      }
+      // Free for any worker: second's first job, then third's earlier one; first's is held.
+      const taken = [(await lease('worker-1'))!, (await lease('worker-2'))!]
+      expect(taken.map((job) => job.messageId).sort()).toEqual([messages[1]!.id, waiting].sort())
+      expect(await lease('worker-3')).toBeNull()
+      expect(await storage.jobs.pending({ sessionId: first!.id })).toBe(2)
+      expect(await storage.jobs.pending({ sessionId: second!.id })).toBe(2)
+      expect(await storage.jobs.pending({ sessionId: third!.id })).toBe(2)
+    })
+
+    it('enqueues no job of a batch enqueued leased when one of its messages has a job already', async () => {
+      const session = await createSession(storage, channel)
+      const other = await createSession(storage, channel)
+      const taken = await receive(session)
+      const [fresh] = await storeBatch([other])
+      await expect(
+        storage.transaction((tx) =>
+          tx.jobs.enqueueManyLeased(
+            [leasable(fresh!, 'worker-a'), leasable({ id: taken, sessionId: session.id }, 'worker-b')],
+            { now: at(), leaseMs: LEASE_MS },
+          ),
+        ),
+      ).rejects.toThrow()
+      expect(await storage.jobs.pending({ sessionId: other.id })).toBe(0)
+      expect(
+        await storage.transaction((tx) => tx.jobs.enqueueManyLeased([], { now: at(), leaseMs: LEASE_MS })),
+      ).toEqual([])
+    })
+
+    it('leases the job of only one of many batches enqueuing leased for one session at once', async () => {
+      const session = await createSession(storage, channel)
+      const others = await Promise.all(Array.from({ length: 6 }, () => createSession(storage, channel)))
+      const stored = await Promise.all(others.map((other) => storeBatch([other, session])))
+      const leases = await Promise.all(
+        stored.map((messages, index) =>
+          storage.transaction((tx) =>
+            tx.jobs.enqueueManyLeased(
+              messages.map((message) => leasable(message, `ingest-${index}-${message.sessionId}`)),
+              { now: at(), leaseMs: LEASE_MS },
+            ),
+          ),
+        ),
+      )
+      // Every batch's job of a session of its own is leased; of the shared session's, only one.
+      expect(leases.every((batch) => batch[0] !== null)).toBe(true)
+      const shared = leases.flatMap((batch) => (batch[1] === null ? [] : [batch[1]!]))
+      expect(shared).toHaveLength(1)
+      let current = shared[0]!
+      const ran = [current.messageId]
+      for (;;) {
+        expect(await lease('intruder')).toBeNull()
+        expect(await storage.jobs.complete({ jobId: current.jobId, token: current.token })).toBe(true)
+        const next = await lease(`worker-${ran.length}`)
+        if (next === null) break
+        ran.push(next.messageId)
+        current = next
+      }
+      expect([...ran].sort()).toEqual(stored.map((messages) => messages[1]!.id).sort())
+    })
+
     it('holds back the next job while the first one waits for its retry', async () => {
       const session = await createSession(storage, channel)
       const firstId = await receive(session)
