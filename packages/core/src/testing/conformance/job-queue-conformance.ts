@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import type { Session } from '../../domain/session.js'
-import type { JobLease, Storage } from '../../ports/storage.js'
+import type { JobLease, Repositories, Storage } from '../../ports/storage.js'
 import {
   at,
   type Channel,
@@ -18,6 +18,27 @@ import {
 const LEASE_MS = 30_000
 const HOUR_MS = 3_600_000
 const CENTURY = 100 * 365 * 24 * 3_600_000
+
+/** A promise and the functions that settle it. */
+function deferred<T>(): {
+  promise: Promise<T>
+  resolve: (value: T) => void
+  reject: (error: unknown) => void
+} {
+  let resolve!: (value: T) => void
+  let reject!: (error: unknown) => void
+  const promise = new Promise<T>((settle, fail) => {
+    resolve = settle
+    reject = fail
+  })
+  return { promise, resolve, reject }
+}
+
+/** A message stored and its job enqueued, leased to the enqueuing worker or not. */
+interface Enqueued {
+  readonly messageId: string
+  readonly leased: JobLease | null
+}
 
 function nextTick(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0))
@@ -758,6 +779,133 @@ export function runJobQueueConformance(
         unsubscribe()
       }
     })
+
+    /**
+     * A session's job finishing in one transaction (`complete` as a turn's commit, or `fail` once
+     * it is dead) while its next job is enqueued in another, the one or the other first: when both
+     * have committed, the next job is leased to the enqueuing worker, or a listener is told of it
+     * after the finish committed, so it does not wait for a worker's poll. A worker told while the
+     * job before it is still queued leases nothing.
+     *
+     * Each transaction gives the other one `OTHER_TRANSACTION_MS` to get as far as it can before
+     * it commits: a storage that makes the other wait (a lock, one transaction at a time) goes on
+     * after that; one that lets it through has it done long before.
+     */
+    const OTHER_TRANSACTION_MS = 100
+    const finishedWhileEnqueued = [
+      { first: 'finish', finishing: 'complete', enqueuing: 'enqueueLeased' },
+      { first: 'finish', finishing: 'complete', enqueuing: 'enqueue' },
+      { first: 'enqueue', finishing: 'complete', enqueuing: 'enqueueLeased' },
+      { first: 'finish', finishing: 'dead', enqueuing: 'enqueueLeased' },
+      { first: 'enqueue', finishing: 'dead', enqueuing: 'enqueueLeased' },
+    ] as const
+    for (const { first, finishing, enqueuing } of finishedWhileEnqueued) {
+      const ending = finishing === 'complete' ? 'completed' : 'made dead'
+      const order = first === 'finish' ? `${ending} first` : `${enqueuing} first`
+      it(`leaves no job waiting for the poll when it is enqueued (${enqueuing}) as the one before it is ${ending}, ${order}`, async () => {
+        // Leased as it is enqueued, so no NOTIFY of this test's is on its way when listening starts.
+        const { session, leased: before } = await receiveLeased('turn')
+        let heard = 0
+        let heardBeforeCommit = 0
+        const wasHeard = deferred<void>()
+        const unsubscribe = storage.jobs.onAvailable(() => {
+          heard += 1
+          wasHeard.resolve()
+        })
+        const sleep = () => new Promise<void>((resolve) => setTimeout(resolve, OTHER_TRANSACTION_MS))
+
+        const finish = async (tx: Repositories): Promise<void> => {
+          const done =
+            finishing === 'complete'
+              ? await tx.jobs.complete({ jobId: before.jobId, token: 'turn' })
+              : await tx.jobs.fail({
+                  jobId: before.jobId,
+                  token: 'turn',
+                  retryAt: at(HOUR_MS),
+                  dead: true,
+                  error: 'gave up',
+                })
+          expect(done).toBe(true)
+        }
+        const enqueue = async (tx: Repositories): Promise<Enqueued> => {
+          const message = await insertMessage(tx, session)
+          const job = {
+            companyId: session.companyId,
+            sessionId: session.id,
+            messageId: message.id,
+            availableAt: at(),
+          }
+          if (enqueuing === 'enqueue') {
+            await tx.jobs.enqueue(job)
+            return { messageId: message.id, leased: null }
+          }
+          return {
+            messageId: message.id,
+            leased: await tx.jobs.enqueueLeased(job, { now: at(), leaseMs: LEASE_MS, token: 'ingest' }),
+          }
+        }
+        /** The enqueue committed and, unless it leased the job, a listener was told of it. */
+        const toldOf = async (enqueued: Promise<Enqueued>): Promise<void> => {
+          if ((await enqueued).leased === null) await wasHeard.promise
+        }
+
+        try {
+          let enqueued: Promise<Enqueued>
+          let finished: Promise<void>
+          if (first === 'finish') {
+            let started!: Promise<Enqueued>
+            finished = storage.transaction(async (tx) => {
+              await finish(tx)
+              // Another transaction, on another connection; the storage may make it wait for this one.
+              started = storage.transaction(enqueue)
+              await Promise.race([toldOf(started), sleep()])
+              heardBeforeCommit = heard
+            })
+            await finished
+            enqueued = started
+          } else {
+            const tried = deferred<void>()
+            const committed = deferred<Enqueued>()
+            let started!: Promise<void>
+            enqueued = storage.transaction(async (tx) => {
+              const result = await enqueue(tx)
+              // Another transaction, on another connection; the storage may make it wait for this one.
+              started = storage.transaction(async (other) => {
+                await finish(other).finally(tried.resolve)
+                // As a slow turn would: it commits once the enqueue committed and told whom it told.
+                await toldOf(committed.promise)
+                heardBeforeCommit = heard
+              })
+              await Promise.race([tried.promise, sleep()])
+              return result
+            })
+            enqueued.then(committed.resolve, committed.reject)
+            await enqueued
+            finished = started
+          }
+          const [{ messageId, leased }] = await Promise.all([enqueued, finished])
+
+          if (leased !== null) {
+            expect(leased).toMatchObject({ sessionId: session.id, messageId, token: 'ingest' })
+            expect(await lease('other')).toBeNull()
+          } else {
+            await vi.waitFor(
+              () => {
+                if (heard === heardBeforeCommit) {
+                  throw new Error(
+                    'no listener was told of the next job after the one before it finished: it waits for the poll',
+                  )
+                }
+              },
+              { timeout: 1_000 },
+            )
+            expect((await lease('woken'))?.messageId).toBe(messageId)
+          }
+        } finally {
+          unsubscribe()
+        }
+      })
+    }
 
     it('tells listeners when a failed job is given back for a retry, until they unsubscribe', async () => {
       const session = await createSession(storage, channel)
