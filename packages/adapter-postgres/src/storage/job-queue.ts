@@ -2,7 +2,7 @@ import type { JobLease, JobQueue } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, timeParameter, toInteger } from '../sql-values.js'
 import { storableJson } from '../storable-text.js'
-import { sessionLockSql, sessionLocksSql } from './session-lock.js'
+import { jobSessionLockSql, sessionLockSql, sessionLocksSql } from './session-lock.js'
 
 /** Whoever waits for jobs in this process; the storage feeds it from LISTEN. */
 export interface AvailabilityListeners {
@@ -27,7 +27,8 @@ function leaseOf(row: DbRow, token: string): JobLease {
  *
  * Every change that can make a job available sends `NOTIFY` on `channel` in the writing
  * transaction; PostgreSQL delivers it at commit and drops it on rollback, so listeners hear of
- * committed work only.
+ * committed work only. A job enqueued behind one that is finishing is announced by whichever of
+ * the two transactions commits last: the session's lock orders them (see `complete`).
  */
 export function createJobQueue(options: {
   client: DbClient
@@ -223,12 +224,30 @@ export function createJobQueue(options: {
 
     async complete({ jobId, token }) {
       if (!isBigintId(jobId)) return false
-      return finish(client, channel, { jobId, token, state: 'done', error: null })
+      // The session's lock in a statement of its own before the completion's, sent together (one
+      // round trip), as `enqueueLeased` does. The completion's snapshot, taken once the lock is
+      // held, sees every job of the session enqueued before, and a transaction enqueuing one
+      // later waits for this commit, so this commit or that one announces the job. Without it
+      // the completion could miss a job whose NOTIFY came while this one was still queued:
+      // woken workers leased nothing, this commit told nobody, and the job waited for the poll.
+      // A turn's commit takes the lock again for its replies and its session, which is fine: a
+      // transaction never waits for a lock it holds. Outside a transaction (the port asks for
+      // one) the lock would end with its own statement.
+      const [, completed] = await Promise.all([
+        client.query(jobSessionLockSql('$1'), [jobId]),
+        finish(client, channel, { jobId, token, state: 'done', error: null }),
+      ])
+      return completed
     },
 
     async fail({ jobId, token, retryAt, dead, error }) {
       if (!isBigintId(jobId)) return false
-      if (dead) return finish(client, channel, { jobId, token, state: 'dead', error })
+      // Buried: every listener is told, whether the session has a next job or not, with no lock
+      // and no look for one. The worker pool gives up on a job outside any transaction, where a
+      // lock taken before the statement would end with its own. A job of the session enqueued
+      // before this commit is free once it is heard; one enqueued after finds this job dead and
+      // is leased to its enqueuer or announced by its own commit. Dead jobs are rare.
+      if (dead) return finish(client, channel, { jobId, token, state: 'dead', error, wake: 'always' })
       const rows = await client.query(
         `WITH retried AS (
           UPDATE jobs SET attempts = attempts + 1, available_at = $3::timestamptz, lease_token = NULL,
@@ -257,8 +276,10 @@ export function createJobQueue(options: {
 }
 
 /**
- * Completes or buries a job its holder still holds. When the session has another job queued,
- * that job is no longer held back: NOTIFY, in the same statement and transaction.
+ * Completes or buries a job its holder still holds, in one statement that also sends NOTIFY:
+ * with `wake: 'always'`, whenever the job is finished; by default only when the session has
+ * another job queued, which is no longer held back. That look sees only jobs committed before the
+ * statement began: the caller holds the session's lock by then (see `complete`).
  *
  * The session's next job is looked for by a LIMIT 1 subquery, one probe of the session's queue:
  * as EXISTS it was planned as a semi-join, and the generic plan a connection keeps, chosen while
@@ -268,8 +289,23 @@ export function createJobQueue(options: {
 async function finish(
   client: DbClient,
   channel: string,
-  options: { jobId: string; token: string; state: 'done' | 'dead'; error: string | null },
+  options: {
+    jobId: string
+    token: string
+    state: 'done' | 'dead'
+    error: string | null
+    wake?: 'always' | 'next'
+  },
 ): Promise<boolean> {
+  const woken =
+    options.wake === 'always'
+      ? `SELECT pg_notify($5, '') FROM finished`
+      : `SELECT pg_notify($5, '') FROM finished
+      WHERE (
+        SELECT next.id FROM jobs next
+        WHERE next.session_id = finished.session_id AND next.state = 'queued' AND next.id <> $1::bigint
+        LIMIT 1
+      ) IS NOT NULL`
   const [row] = await client.query<{ finished: unknown }>(
     `WITH finished AS (
       UPDATE jobs SET state = $3, finished_at = now(), last_error = coalesce($4, last_error),
@@ -277,12 +313,7 @@ async function finish(
       WHERE id = $1::bigint AND lease_token = $2 AND state = 'queued'
       RETURNING session_id
     ), woken AS (
-      SELECT pg_notify($5, '') FROM finished
-      WHERE (
-        SELECT next.id FROM jobs next
-        WHERE next.session_id = finished.session_id AND next.state = 'queued' AND next.id <> $1::bigint
-        LIMIT 1
-      ) IS NOT NULL
+      ${woken}
     )
     SELECT (SELECT count(*) FROM finished) AS finished, (SELECT count(*) FROM woken) AS woken`,
     [options.jobId, options.token, options.state, options.error, channel],

@@ -282,7 +282,11 @@ export interface JobQueue {
   }): Promise<boolean>
   /** Unfinished jobs (neither completed nor dead), of one session or of all. */
   pending(options: { sessionId?: string }): Promise<number>
-  /** Called when a job may have become available, in this process or another. */
+  /**
+   * Called when a job may have become available, in this process or another. A job enqueued
+   * while the one before it in its session is being completed or made dead is leased to its
+   * enqueuer or announced once both have committed, so it never waits for a worker's poll.
+   */
   onAvailable(listener: () => void): () => void
 }
 
