@@ -797,6 +797,20 @@ describe('company API tokens', () => {
     expect(listed.apiTokens.map((each) => each.id)).not.toContain(id)
   })
 
+  it('deletes one named by its id in capitals: the same UUID, as on every storage', async () => {
+    const { id, token } = ok<{ id: string; token: string }>(
+      await createToken(owner.jwt, { name: 'shouted' }),
+      201,
+    )
+
+    const deleted = await server.request('DELETE', `/api/api-tokens/${id.toUpperCase()}`, {
+      token: owner.jwt,
+    })
+
+    expect(deleted.status, deleted.text).toBe(204)
+    expectError(await listAgents(server, token), 401, 'UNAUTHORIZED')
+  })
+
   it('refuses an API token the creation and the deletion of API tokens with 403 FORBIDDEN', async () => {
     const { id, token } = ok<{ id: string; token: string }>(
       await createToken(owner.jwt, { name: 'target' }),

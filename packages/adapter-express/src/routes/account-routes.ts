@@ -4,6 +4,7 @@ import { z } from 'zod'
 import { handle, principalOf, type RouteLogger, reply } from '../handle.js'
 import { requireAuth } from '../middleware.js'
 import { pageQuerySchema } from '../pagination.js'
+import { uuidId } from '../path-ids.js'
 import { bodyOf } from '../request-body.js'
 import { sendError } from '../send-error.js'
 import { validate } from '../validate.js'
@@ -105,7 +106,10 @@ export function accountRoutes(accounts: Accounts, logger: RouteLogger): Router {
     '/api-tokens/:id',
     auth,
     handle(logger, async (request, response) => {
-      const result = await accounts.deleteApiToken(principalOf(response), { id: String(request.params.id) })
+      // A UUID in any case names the same token (storage keeps them lower-case); anything else
+      // names none, and is passed as it is so that an API token still gets its 403 first.
+      const raw = String(request.params.id)
+      const result = await accounts.deleteApiToken(principalOf(response), { id: uuidId(raw) ?? raw })
       if (result.isErr()) return sendError(response, result.error)
       response.status(204).end()
     }),

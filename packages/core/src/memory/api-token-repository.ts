@@ -97,8 +97,10 @@ export function createApiTokenRepository(options: {
         return { items: page.items.map((stored) => stored.token), nextCursor: page.nextCursor }
       }),
 
-    delete: ({ companyId, id }) =>
+    delete: ({ companyId, id: anyCaseId }) =>
       statement((log) => {
+        // Ids are stored lower-case; a UUID in capitals is the same one, as PostgreSQL's uuid reads it.
+        const id = anyCaseId.toLowerCase()
         const stored = apiTokens.rows.get(id)
         if (stored === undefined || stored.deleted || stored.token.companyId !== companyId) return false
         log.set(apiTokens.rows, id, { ...stored, deleted: true })

@@ -391,7 +391,10 @@ export interface ApiTokenRepository {
   findByHash(options: { tokenHash: string }): Promise<ApiToken | null>
   /** Oldest first (by creation time, then id); deleted tokens left out. */
   list(options: { companyId: number } & PageRequest): Promise<Page<ApiToken>>
-  /** False when the id names no live token of the company, including an id that is not a UUID. */
+  /**
+   * False when the id names no live token of the company, including an id that is not a UUID; a
+   * UUID in capitals names the same token.
+   */
   delete(options: { companyId: number; id: string }): Promise<boolean>
 }
 

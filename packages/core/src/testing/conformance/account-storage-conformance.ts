@@ -482,6 +482,16 @@ export function runAccountStorageConformance(
         expect(await storage.apiTokens.delete({ companyId: company.id, id: randomUUID() })).toBe(false)
         expect(await storage.apiTokens.delete({ companyId: company.id, id: 'not-a-uuid' })).toBe(false)
       })
+
+      it('deletes a token named by its id in capitals: the same UUID', async () => {
+        const tokenHash = uniqueHash()
+        const token = await createApiToken(storage, user, { tokenHash })
+
+        expect(await storage.apiTokens.delete({ companyId: company.id, id: token.id.toUpperCase() })).toBe(
+          true,
+        )
+        expect(await storage.apiTokens.findByHash({ tokenHash })).toBeNull()
+      })
     })
 
     describe('billing', () => {
