@@ -19,22 +19,30 @@ export class LeaseLost extends Error {
   override readonly name = 'LeaseLost'
 }
 
-function mergeOutcome(current: Session, started: Session, outcome: TurnOutcome, now: Date): Session {
-  // The turn's agent change stands only if nobody reassigned the session meanwhile, not even back
-  // to the agent it started with: every reassign adds to the path, which only grows.
-  const agentUnchanged = current.metadata.agentPath.length === started.metadata.agentPath.length
+function mergeOutcome(
+  current: Session,
+  started: Session,
+  outcome: TurnOutcome,
+  now: Date,
+  silenced: boolean,
+): Session {
+  // The turn's agent change (routing, handoffs and their path entries) stands only if nobody
+  // reassigned the session meanwhile, not even back to the agent it started with (every reassign
+  // adds to the path, which only grows), and nobody paused or closed it: a paused session keeps
+  // its activeAgentId and its resume returns to that agent (spec), a closed one changes no more.
+  const agentChanges = !silenced && current.metadata.agentPath.length === started.metadata.agentPath.length
   const metadata = current.metadata
   return {
     ...current,
-    activeAgentId: agentUnchanged ? outcome.activeAgentId : current.activeAgentId,
+    activeAgentId: agentChanges ? outcome.activeAgentId : current.activeAgentId,
     metadata: {
       ...metadata,
       agentPath:
-        agentUnchanged && outcome.pathEntries.length > 0
+        agentChanges && outcome.pathEntries.length > 0
           ? [...metadata.agentPath, ...outcome.pathEntries]
           : metadata.agentPath,
       sharedContext: applySharedContextChanges(metadata.sharedContext, outcome),
-      ...(outcome.routing === undefined ? {} : { routing: outcome.routing }),
+      ...(agentChanges && outcome.routing !== undefined ? { routing: outcome.routing } : {}),
       errors: outcome.errors.length === 0 ? metadata.errors : [...metadata.errors, ...outcome.errors],
     },
     updatedAt: isoTimestamp(now),
@@ -153,10 +161,10 @@ export async function processJob(
   // the next attempt reads it again, so a turn's commit reads nothing in the common case.
   const committed = await updateSession(storage, { sessionId: session.id, known: session }, (current, tx) => {
     const now = context.clock.now()
-    let next = mergeOutcome(current, session, outcome, now)
     // Someone else paused or closed the session while the agents worked, even if it was resumed
-    // since: their replies stay unsent (CONTRACT §8).
+    // since: their replies stay unsent (CONTRACT §8), and the agent stays the one it was paused with.
     const silenced = current.state !== 'ongoing' || current.metadata.pauses !== session.metadata.pauses
+    let next = mergeOutcome(current, session, outcome, now, silenced)
     let transferring = false
     if (
       !silenced &&
