@@ -321,8 +321,9 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       return sendError('RATE_LIMITED', 'too many history requests; wait a moment')
     let afterSequence: number | undefined
     if (frame.since !== undefined) {
+      // Ids are stored lower-case; one in capitals names the same message, as PostgreSQL reads it.
       const since = UUID.test(frame.since)
-        ? await switchboard.storage.messages.get({ id: frame.since })
+        ? await switchboard.storage.messages.get({ id: frame.since.toLowerCase() })
         : null
       if (since === null || since.sessionId !== session.id) {
         return sendError('VALIDATION_ERROR', 'since names no message of this conversation')

@@ -256,6 +256,11 @@ describe('the webchat protocol', () => {
     expect(replayed[0]!.messageId).toBe(two.messageId)
     expect(await again.quietFor(100, 'message')).toBe(true)
 
+    // A UUID in capitals names the same message, as PostgreSQL reads it.
+    again.send({ type: 'history', since: String(firstAnswer.messageId).toUpperCase() })
+    expect((await again.next('message')).messageId).toBe(two.messageId)
+    await again.next('message')
+
     again.send({ type: 'history' })
     const everything = await Promise.all([1, 2, 3, 4].map(() => again.next('message')))
     expect(everything.map((frame) => frame.text)).toEqual(['one', 'First answer', 'two', 'Second answer'])
