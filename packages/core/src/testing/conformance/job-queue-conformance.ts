@@ -122,6 +122,23 @@ export function runJobQueueConformance(
       expect(await lease('idle')).toBeNull()
     })
 
+    /**
+     * Completes `first`, then each job a lease finds after it, checking that nobody can lease
+     * anything while one is held: the messages of the jobs run, in order, `first`'s included.
+     */
+    const runBehind = async (first: JobLease): Promise<string[]> => {
+      let current = first
+      const ran = [current.messageId]
+      for (;;) {
+        expect(await lease('intruder')).toBeNull()
+        expect(await storage.jobs.complete({ jobId: current.jobId, token: current.token })).toBe(true)
+        const next = await lease(`worker-${ran.length}`)
+        if (next === null) return ran
+        ran.push(next.messageId)
+        current = next
+      }
+    }
+
     /** Creates a session and its first message, and enqueues the message's job leased to `token`. */
     const receiveLeased = (token: string, now = at()) =>
       storage.transaction(async (tx) => {
@@ -244,16 +261,7 @@ export function runJobQueueConformance(
       const leased = stored.filter((lease) => lease !== null)
       expect(leased).toHaveLength(1)
       // The others run one at a time behind it, each once.
-      let current = leased[0]!
-      const ran = [current.messageId]
-      for (;;) {
-        expect(await lease('intruder')).toBeNull()
-        expect(await storage.jobs.complete({ jobId: current.jobId, token: current.token })).toBe(true)
-        const next = await lease(`worker-${ran.length}`)
-        if (next === null) break
-        ran.push(next.messageId)
-        current = next
-      }
+      const ran = await runBehind(leased[0]!)
       expect([...ran].sort()).toEqual(messages.map((message) => message.id).sort())
     })
 
@@ -407,16 +415,7 @@ export function runJobQueueConformance(
       expect(leases.every((batch) => batch[0] !== null)).toBe(true)
       const shared = leases.flatMap((batch) => (batch[1] === null ? [] : [batch[1]!]))
       expect(shared).toHaveLength(1)
-      let current = shared[0]!
-      const ran = [current.messageId]
-      for (;;) {
-        expect(await lease('intruder')).toBeNull()
-        expect(await storage.jobs.complete({ jobId: current.jobId, token: current.token })).toBe(true)
-        const next = await lease(`worker-${ran.length}`)
-        if (next === null) break
-        ran.push(next.messageId)
-        current = next
-      }
+      const ran = await runBehind(shared[0]!)
       expect([...ran].sort()).toEqual(stored.map((messages) => messages[1]!.id).sort())
     })
 
