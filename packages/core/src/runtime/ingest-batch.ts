@@ -33,7 +33,9 @@ const keyOf = (integrationId: string, id: string): string => `${integrationId.le
  * number: the duplicates and the open sessions are read for all of them at once, the messages,
  * jobs and webhook log entries written at once. The outcome of each is what `ingest` would have
  * answered had they come one after the other, in the order given. Throws when the transaction
- * fails, with nothing stored; the caller then ingests them one by one.
+ * fails, with nothing stored; the caller then ingests them one by one. With `handOff`, the first
+ * job of each session that has no earlier one unfinished is enqueued leased to one of its workers,
+ * which the caller starts once this resolves (`handOff.committed()`), after `message-received`.
  */
 export async function ingestMany(
   context: RuntimeContext,
