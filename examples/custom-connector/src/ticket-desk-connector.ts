@@ -19,11 +19,11 @@ export function createTicketDeskConnector(options: TicketDeskConnectorOptions = 
     type: TICKET_DESK_TYPE,
     async send({ integration, session, message }) {
       const config = deskConfig(integration)
-      if (config === null) return { ok: false, retryable: false, error: 'config needs baseUrl and apiKey' }
+      if (config === null) return { ok: false, retryable: false, error: 'config needs baseUrl and apiToken' }
       try {
         const response = await fetch(`${config.baseUrl}/api/replies`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${config.apiKey}`, 'content-type': 'application/json' },
+          headers: { authorization: `Bearer ${config.apiToken}`, 'content-type': 'application/json' },
           // The session remembers who wrote: `clientId` is what the receiver passed to ingest.
           body: JSON.stringify({ to: session.customer.clientId, body: message.text }),
           signal: AbortSignal.timeout(timeoutMs),
@@ -44,8 +44,13 @@ export function createTicketDeskConnector(options: TicketDeskConnectorOptions = 
   }
 }
 
-function deskConfig(integration: Integration): { baseUrl: string; apiKey: string } | null {
-  const { baseUrl, apiKey } = integration.config
-  if (typeof baseUrl !== 'string' || typeof apiKey !== 'string') return null
-  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey }
+/**
+ * The desk's API key is kept as `apiToken`: the one config field the integrations API never shows
+ * (`GET /api/integrations/{id}` answers the rest of `config` to anyone of the company). Under any
+ * other name, a credential would be handed out with the integration.
+ */
+function deskConfig(integration: Integration): { baseUrl: string; apiToken: string } | null {
+  const { baseUrl, apiToken } = integration.config
+  if (typeof baseUrl !== 'string' || typeof apiToken !== 'string') return null
+  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiToken }
 }

@@ -2,6 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import {
   createAgentService,
+  createIntegrationService,
   createMemoryKnowledgeIndex,
   createMemoryStorage,
   createSwitchboard,
@@ -51,6 +52,7 @@ let switchboard: Switchboard
 let model: ScriptedModel
 let agentId: number
 let integrationId: string
+let companyId: number
 
 beforeEach(async () => {
   desk = await startDesk()
@@ -71,13 +73,14 @@ beforeEach(async () => {
   })
   const agent = await createAgentService({ storage, clock }).create(company.id, { name: 'Support' })
   agentId = agent._unsafeUnwrap().id
+  companyId = company.id
   const integration = await storage.integrations.create({
     companyId: company.id,
     type: TICKET_DESK_TYPE,
     name: 'Help desk',
     active: true,
     entryAgentId: agentId,
-    config: { baseUrl: desk.url, apiKey: 'desk-key' },
+    config: { baseUrl: desk.url, apiToken: 'desk-key' },
     webhookSecret: SECRET,
     at: clock.now(),
   })
@@ -124,6 +127,18 @@ describe('the ticket-desk connector', () => {
       headers: { authorization: 'Bearer desk-key' },
       body: { to: 'ann@example.com', body: 'We are on it.' },
     })
+  })
+
+  it('keeps the desk key out of what the integrations API shows', async () => {
+    const integrations = createIntegrationService({
+      storage: switchboard.storage,
+      clock: createSystemClock(),
+      connectors: (type) => switchboard.connector(type),
+      publicUrl: 'https://chat.example.com',
+    })
+    const shown = (await integrations.get(companyId, integrationId))._unsafeUnwrap()
+    expect(shown.config).toEqual({ baseUrl: desk.url })
+    expect(shown.webhookUrl).toBe(`https://chat.example.com/api/webhook/ticket-desk/${integrationId}`)
   })
 
   it('stores a redelivered ticket once', async () => {
