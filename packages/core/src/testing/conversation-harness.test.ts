@@ -31,4 +31,29 @@ describe('createConversationHarness', () => {
 
     await expect(team.finish()).rejects.toThrow(/1 step\(s\) left for agent/)
   })
+
+  // The script is keyed by agent id; the test wrote keys, so a failure says which id is which.
+  it('names the agents by their keys when the script does not fit', async () => {
+    const team = await createConversationHarness({
+      agents: { reception: {}, sales: {} },
+      entry: 'reception',
+    })
+    team.model.script(team.agent('sales'), reply('never asked for'))
+    const legend = `(agents: ${team.agent('reception')} is reception, ${team.agent('sales')} is sales)`
+
+    const says = team.customer('ann').says('hi')
+    await expect(says).rejects.toThrow(`no step scripted for agent ${team.agent('reception')}`)
+    await expect(says).rejects.toThrow(legend)
+    await expect(team.finish()).rejects.toThrow(`1 step(s) left for agent ${team.agent('sales')}`)
+    await expect(team.finish()).rejects.toThrow(legend)
+  })
+
+  it('names the agents there are when a key is not one of them', async () => {
+    await expect(createConversationHarness({ agents: { solo: {} }, entry: 'duo' })).rejects.toThrow(
+      'harness: no agent "duo"; the agents are solo',
+    )
+    const team = await createConversationHarness({ agents: { a: {}, b: {} }, entry: 'a' })
+    expect(() => team.agent('c')).toThrow('harness: no agent "c"; the agents are a, b')
+    await team.finish()
+  })
 })

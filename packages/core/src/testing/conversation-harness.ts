@@ -104,9 +104,13 @@ export async function createConversationHarness(
   const resolve = (reference: AgentReference): number => {
     if (typeof reference === 'number') return reference
     const id = ids.get(reference)
-    if (id === undefined) throw new Error(`harness: no agent "${reference}"`)
+    if (id === undefined) {
+      throw new Error(`harness: no agent "${reference}"; the agents are ${[...ids.keys()].join(', ')}`)
+    }
     return id
   }
+  // The scripted model knows agents by id; a test names them by key.
+  const legend = () => `(agents: ${[...ids].map(([key, id]) => `${id} is ${key}`).join(', ')})`
   for (const [key, definition] of Object.entries(options.agents)) {
     const id = resolve(key)
     const patch = agentInputSchema.pick({ handoff: true }).parse({
@@ -200,7 +204,9 @@ export async function createConversationHarness(
         const result = await sends(text, sendOptions)
         await switchboard.idle()
         // The turn itself only falls back to the agent's fallback reply, which a test may not check.
-        if (model.problems.length > known) throw new Error(model.problems.slice(known).join('\n'))
+        if (model.problems.length > known) {
+          throw new Error(`${model.problems.slice(known).join('\n')}\n${legend()}`)
+        }
         return result
       },
       session,
@@ -230,7 +236,11 @@ export async function createConversationHarness(
     customer,
     async finish() {
       await switchboard.stop()
-      model.assertDone()
+      try {
+        model.assertDone()
+      } catch (error) {
+        throw new Error(`${(error as Error).message}\n${legend()}`)
+      }
     },
   }
 }
