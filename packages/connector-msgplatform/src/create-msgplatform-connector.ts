@@ -16,7 +16,7 @@ import {
 import { MSGPLATFORM_TYPE, readPlatformConfig } from './platform-config.js'
 
 export interface MsgPlatformConnectorOptions {
-  /** How long one call to the platform may take. Default 10 s (CONTRACT §6). */
+  /** How long one call to the platform may take. Default 10 s. */
   readonly timeoutMs?: number
   /** Replaces the built-in `fetch`, e.g. to add a proxy or to observe calls. */
   readonly fetch?: typeof globalThis.fetch

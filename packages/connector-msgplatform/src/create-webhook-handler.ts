@@ -49,7 +49,7 @@ type LogEntry = Pick<NewWebhookLog, 'outcome' | 'httpStatus' | 'reason' | 'sessi
 const silentLogger: RuntimeLogger = { warn: () => undefined, error: () => undefined }
 
 /**
- * The inbound side of the msgplatform channel (CONTRACT §6), free of any HTTP framework: mount it
+ * The inbound side of the msgplatform channel, free of any HTTP framework: mount it
  * with an adapter (`createRouter({ webhooks: { msgplatform: handler } })` in
  * `@switchboard/adapter-express`), or call `handle` from any server that can hand over the raw
  * body. The adapter checks HTTPS and the body size first; this checks, in order, the integration

@@ -1,4 +1,4 @@
-/** The status hooks the platform sends about a customer's dialog (CONTRACT §6). */
+/** The status hooks the platform sends about a customer's dialog. */
 export const STATUS_HOOK_TYPES = ['close_dialog', 'close_request', 'dialog_transferred'] as const
 
 export type StatusHookType = (typeof STATUS_HOOK_TYPES)[number]

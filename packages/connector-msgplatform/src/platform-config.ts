@@ -3,7 +3,7 @@ import type { Integration } from '@switchboard/core'
 /** The integration `type` this package serves. */
 export const MSGPLATFORM_TYPE = 'msgplatform'
 
-/** What the connector needs of an integration's `config` (CONTRACT §5). */
+/** What the connector needs of an integration's `config`. */
 export interface PlatformConfig {
   /** Without a trailing slash, so paths join with one. */
   readonly apiBaseUrl: string

@@ -1,7 +1,7 @@
 import type { ErrorCode, Message, MessageRole, SessionState } from '@switchboard/core'
 import { z } from 'zod'
 
-/** Longest `text` of a customer's message frame, in characters (CONTRACT §7). */
+/** Longest `text` of a customer's message frame, in characters. */
 export const MAX_MESSAGE_CHARACTERS = 4000
 /** Longest frame a client may send; a longer one closes the connection with 1009. */
 export const MAX_FRAME_BYTES = 64 * 1024
@@ -47,7 +47,7 @@ export interface ErrorFrame {
   readonly message: string
 }
 
-/** Every frame the server sends (CONTRACT §7). */
+/** Every frame the server sends. */
 export type ServerFrame = SessionFrame | AckFrame | MessageFrame | TypingFrame | StateFrame | ErrorFrame
 
 export function messageFrame(message: Message): MessageFrame {

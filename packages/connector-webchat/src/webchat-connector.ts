@@ -20,8 +20,8 @@ export interface WebchatConnectorOptions {
 }
 
 /**
- * The webchat channel as the runtime sees it. It has no `transferToHuman` (spec rule 5: a
- * handoff to a human records HUMAN_TRANSFER_UNSUPPORTED).
+ * The webchat channel as the runtime sees it. It has no `transferToHuman` (a handoff to a human
+ * agent records HUMAN_TRANSFER_UNSUPPORTED).
  */
 export interface WebchatConnector extends Connector {
   readonly type: typeof WEBCHAT_TYPE

@@ -41,7 +41,7 @@ const DEFAULT_PATH = '/api/webchat'
 const CLOSE_GRACE_MS = 1000
 
 /**
- * The webchat channel on an existing HTTP server (CONTRACT §7): the handshake's refusals are
+ * The webchat channel on an existing HTTP server: the handshake's refusals are
  * answered as plain HTTP before any upgrade, then each visitor's socket speaks the frame protocol.
  * Also creates the webchat connector and registers it on the switchboard. Throws a `ConfigError`
  * when switchboard, eventBus or server is missing.

@@ -3,9 +3,9 @@ import { OpenAI } from 'openai'
 import { toChatCompletionRequest } from './chat-completion-request.js'
 import { fromChatCompletion } from './chat-completion-result.js'
 
-/** CONTRACT §10: each attempt may take 30 s. */
+/** How long each attempt may take by default, in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 30_000
-/** CONTRACT §10: two more attempts after the first on 429 and 5xx. */
+/** Attempts after the first, on 429 and 5xx, by default. */
 export const DEFAULT_MAX_RETRIES = 2
 /**
  * The longest wait between attempts a server may ask for (`retry-after`, `retry-after-ms`). The

@@ -23,7 +23,7 @@ export interface CreateAccountsOptions {
   settings?: Partial<AccountSettings>
 }
 
-/** The `session` object of login and refresh, named as the spec names it. */
+/** The `session` object of login and refresh, with the HTTP API's snake_case field names. */
 export interface SessionTokens {
   access_token: string
   refresh_token: string

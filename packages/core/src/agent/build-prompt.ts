@@ -4,7 +4,7 @@ import type { SharedContext } from '../domain/shared-context.js'
 import type { KnowledgePassage, ModelMessage } from '../ports/llm-provider.js'
 
 /**
- * The system message of CONTRACT §10: the agent's own prompt, then `## Shared context` (facts as
+ * The system message of an agent's turn: the agent's own prompt, then `## Shared context` (facts as
  * `key: value` lines, the journey as `- <at> <step>` lines), then `## Knowledge` when any passage
  * matched.
  */

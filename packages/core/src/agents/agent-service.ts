@@ -27,7 +27,10 @@ export interface AgentServiceOptions {
 
 /** The agents of a company. Every call names the company; another company's agent is not found. */
 export interface AgentService {
-  /** Applies the defaults of CONTRACT §4; targets and routes must name agents of the company. */
+  /**
+   * Applies the defaults of `agentInputSchema`; targets and routes must name agents of the
+   * company.
+   */
   create(companyId: number, input: AgentInput): Promise<Result<Agent, SwitchboardError>>
   get(companyId: number, id: number): Promise<Result<Agent, SwitchboardError>>
   /** Oldest first. */

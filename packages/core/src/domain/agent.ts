@@ -38,7 +38,7 @@ export const routingConfigSchema = z.strictObject({
 
 export const agentKindSchema = z.enum(['ai', 'human'])
 
-/** The body of `POST /api/agents`, with the defaults of CONTRACT §4. */
+/** The body of `POST /api/agents`; parsing fills in the defaults of the fields left out. */
 export const agentInputSchema = z.strictObject({
   name: z.string().min(1).max(100),
   role: z.string().max(100).optional(),

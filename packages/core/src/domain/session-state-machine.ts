@@ -11,8 +11,7 @@ import {
 } from './session.js'
 
 /**
- * The operations that change a session's state, one per row group of the spec's transition
- * table. `transfer` is a transfer to a human (pauses from any open state); the platform's
+ * The operations that change a session's state, one per group of rows of its transition table. `transfer` is a transfer to a human (pauses from any open state); the platform's
  * `close_dialog`/`close_request` hooks are `close`, and `dialog_transferred` keeps the state.
  */
 export type SessionCommand =

@@ -40,7 +40,7 @@ export interface SessionMetadata {
   readonly errors: readonly SessionErrorRecord[]
   /**
    * How many times the session was paused; kept after a resume, so a turn that started before a
-   * pause and ends after the resume still knows its replies were cut off (CONTRACT §8). A count,
+   * pause and ends after the resume still knows its replies were cut off (`blocked`). A count,
    * not the time of the last pause: two pauses may read the same millisecond (a test's clock that
    * stands still, clocks of two processes). Absent: never paused. Not shown by the API.
    */
@@ -86,8 +86,8 @@ export interface Message {
   /** The channel's own id of an inbound message; one message per id and integration. */
   readonly externalId?: string
   /**
-   * The channel a customer message came from, and the one a reply to it goes back on (CONTRACT
-   * §6), whatever channel the customer writes from by the time it leaves. Absent on channels
+   * The channel a customer message came from, and the one a reply to it goes back on, whatever
+   * channel the customer writes from by the time it leaves. Absent on channels
    * without one (webchat) and on operator messages, which go to the customer's latest channel.
    */
   readonly channelId?: string

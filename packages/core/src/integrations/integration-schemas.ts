@@ -1,6 +1,6 @@
 import { z } from 'zod'
 
-/** Webhook secrets shorter than this are too easy to guess (CONTRACT §5). */
+/** Webhook secrets shorter than this are too easy to guess. */
 export const MIN_WEBHOOK_SECRET_LENGTH = 16
 
 /** The platform's API paths (`/v1/messages`, …) are appended to it as it is. */

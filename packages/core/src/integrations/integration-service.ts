@@ -14,7 +14,7 @@ import {
   integrationPatchSchema,
 } from './integration-schemas.js'
 
-/** The platform events the status-hooks helper registers (CONTRACT §5). */
+/** The platform events the status-hooks helper registers. */
 export const STATUS_HOOK_EVENTS = ['close_dialog', 'close_request', 'dialog_transferred'] as const
 
 /** Config fields that are secrets: kept, used by the connector, never shown again. */
@@ -89,8 +89,9 @@ function randomSecret(): string {
 }
 
 /**
- * The URL a platform or widget reaches the integration at. Webchat has no HTTP webhook (its
- * webhook path answers 404, CONTRACT §6), so its URL is the WebSocket endpoint of CONTRACT §7.
+ * The URL a platform or widget reaches the integration at: `{publicUrl}/api/webhook/{type}/{id}`.
+ * Webchat has no HTTP webhook (its webhook path answers 404), so its URL is its WebSocket
+ * endpoint, `ws(s)://…/api/webchat/{id}`.
  */
 export function integrationUrl(publicUrl: string, integration: Pick<Integration, 'id' | 'type'>): string {
   const base = publicUrl.replace(/\/+$/, '')

@@ -11,9 +11,9 @@ export interface AccessTokenClaims {
   readonly companyId: number
   /**
    * The login the token descends from; logging out revokes that login's refresh tokens. Null for
-   * a token that names none: CONTRACT §3 lists only `sub`, `cid`, `iat` and `exp`, so a token
-   * minted elsewhere with the shared secret is valid without it; logging out with one revokes
-   * every refresh token of its user.
+   * a token that names none: the HTTP API's tokens need only `sub`, `cid`, `iat` and `exp`, so a
+   * token minted elsewhere with the shared secret is valid without it; logging out with one
+   * revokes every refresh token of its user.
    */
   readonly loginId: string | null
   readonly issuedAt: number

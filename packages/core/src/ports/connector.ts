@@ -35,7 +35,7 @@ export interface Connector {
   /** The integration `type` this connector serves, e.g. `msgplatform`. */
   readonly type: string
   /**
-   * `session.customer` is addressed to the channel of the message being answered (CONTRACT §6),
+   * `session.customer` is addressed to the channel of the message being answered,
    * which may not be the one the customer wrote from last.
    */
   send(options: { integration: Integration; session: Session; message: Message }): Promise<SendOutcome>
