@@ -208,6 +208,8 @@ describe('createJoseTokenSigner', () => {
       createJoseTokenSigner({ secret } as Parameters<typeof createJoseTokenSigner>[0]) as TokenSigner
     expect(create(undefined)).toThrow(ConfigError)
     expect(create(undefined)).toThrow('the JWT secret must be a string of at least 32 bytes, got undefined')
+    // What to do about it, since an unset environment variable is the usual cause.
+    expect(create(undefined)).toThrow(': generate one (`openssl rand -base64 32`) and keep it')
     expect(create(null)).toThrow('the JWT secret must be a string of at least 32 bytes, got null')
     expect(create(42)).toThrow('the JWT secret must be a string of at least 32 bytes, got a number')
     expect(create('a-short-secret')).toThrow(

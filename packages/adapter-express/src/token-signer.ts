@@ -48,7 +48,9 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
         : secret === undefined || secret === null
           ? String(secret)
           : `a ${typeof secret}`
-    throw new ConfigError(`the JWT secret must be a string of at least ${minimumBytes} bytes, got ${given}`)
+    throw new ConfigError(
+      `the JWT secret must be a string of at least ${minimumBytes} bytes, got ${given}: generate one (\`openssl rand -base64 32\`) and keep it, e.g. in an environment variable such as JWT_SECRET`,
+    )
   }
   const cacheSize = options.verifiedCacheSize ?? DEFAULT_VERIFIED_CACHE_SIZE
   if (!Number.isSafeInteger(cacheSize) || cacheSize < 0) {
