@@ -25,7 +25,7 @@ it('runs the README example as written: PGlite in ./.switchboard/pglite, then ev
     const { DATABASE_URL: _unset, ...environment } = process.env
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--conditions=@switchboard/source', '--import', 'tsx', file],
+      ['--conditions=source', '--import', 'tsx', file],
       { cwd: folder, env: environment, timeout: 60_000 },
     )
     expect(stdout.trim()).toBe('pglite')

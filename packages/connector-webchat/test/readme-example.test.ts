@@ -32,7 +32,7 @@ it('runs the README example as written: sockets on the HTTP server, and a clean 
         'server.listen(0, () => console.log((server.address() as { port: number }).port))',
       ),
     )
-    child = spawn(process.execPath, ['--conditions=@switchboard/source', '--import', 'tsx', file], {
+    child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', file], {
       cwd: PACKAGE,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
