@@ -588,6 +588,63 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       expect(landed).toEqual([])
     })
 
+    // A PATCH merges the handoff, routing settings or config it is given into what it read. Two at
+    // once each merged into the same copy, and the second commit wrote the first one's change away,
+    // though both answered 200 (the memory storage, one transaction at a time, kept both).
+    it('keeps both of two PATCHes of one agent, or of one integration, sent at once', async () => {
+      const clock = createSystemClock()
+      const agents = createAgentService({ storage, clock })
+      const integrations = createIntegrationService({
+        storage,
+        clock,
+        connectors: () => undefined,
+        publicUrl: 'https://chat.example.com',
+      })
+      const company = await storage.companies.create({
+        companyName: 'Edits at once',
+        publicId: randomUUID(),
+        at: new Date(),
+      })
+      const agent = (await agents.create(company.id, { name: 'Edited' }))._unsafeUnwrap()
+      const integration = (
+        await integrations.create(company.id, {
+          type: 'msgplatform',
+          name: 'Platform',
+          entryAgentId: agent.id,
+          config: { apiBaseUrl: 'https://platform.example.com', apiToken: 'token-0' },
+        })
+      )._unsafeUnwrap()
+      const lost: string[] = []
+      for (let round = 1; round <= 10; round += 1) {
+        await Promise.all([
+          agents.update(company.id, agent.id, { handoff: { enabled: round % 2 === 1 } }),
+          agents.update(company.id, agent.id, { handoff: { messageHistoryDepth: 10 + round } }),
+          agents.update(company.id, agent.id, { routingConfig: { enabled: round % 2 === 1 } }),
+          agents.update(company.id, agent.id, { routingConfig: { confidenceThreshold: round / 20 } }),
+          integrations.update(company.id, integration.id, { config: { apiToken: `token-${round}` } }),
+          integrations.update(company.id, integration.id, {
+            config: { apiBaseUrl: `https://platform.example.com/${round}` },
+          }),
+        ])
+        const edited = (await storage.agents.get({ companyId: company.id, id: agent.id }))!
+        if (edited.handoff.enabled !== (round % 2 === 1) || edited.handoff.messageHistoryDepth !== 10 + round)
+          lost.push(`round ${round}: handoff ${JSON.stringify(edited.handoff)}`)
+        if (
+          edited.routingConfig?.enabled !== (round % 2 === 1) ||
+          edited.routingConfig.confidenceThreshold !== round / 20
+        )
+          lost.push(`round ${round}: routing ${JSON.stringify(edited.routingConfig)}`)
+        const { config } = (await storage.integrations.get({ id: integration.id }))!
+        if (
+          config.apiToken !== `token-${round}` ||
+          config.apiBaseUrl !== `https://platform.example.com/${round}`
+        )
+          lost.push(`round ${round}: config ${JSON.stringify(config)}`)
+      }
+
+      expect(lost).toEqual([])
+    })
+
     // Logout revoked the login's tokens that its statement saw; a refresh committing its successor
     // meanwhile left that one out of sight, and the stolen chain lived on after the logout.
     it('leaves no refresh token of a login usable after a logout that raced a refresh', async () => {

@@ -56,8 +56,16 @@ function agentOf(row: DbRow): Agent {
 /**
  * FOR KEY SHARE conflicts with a delete's FOR UPDATE (and the DELETE), not with itself nor with an
  * edit of the agent (an UPDATE that changes no key): agents naming each other are edited at once.
+ * An edit's FOR NO KEY UPDATE (what its UPDATE takes anyway, taken at its read) conflicts with
+ * another edit and the delete only: a second PATCH reads what the first wrote instead of merging
+ * into the same stale copy.
  */
-const LOCKING = { none: '', share: ' FOR KEY SHARE', update: ' FOR UPDATE' } as const
+const LOCKING = {
+  none: '',
+  share: ' FOR KEY SHARE',
+  edit: ' FOR NO KEY UPDATE',
+  update: ' FOR UPDATE',
+} as const
 
 export function createAgentRepository(client: DbClient): AgentRepository {
   return {

@@ -54,10 +54,13 @@ export function createIntegrationRepository(client: DbClient): IntegrationReposi
       return integrationOf(row!)
     },
 
-    async get({ id, companyId }) {
+    async get({ id, companyId, lock }) {
       if (!isBigintId(id)) return null
+      // FOR NO KEY UPDATE, as the edit's UPDATE takes anyway: a second edit waits and reads this one's.
       const [row] = await client.query(
-        `SELECT ${COLUMNS} FROM integrations WHERE id = $1::bigint AND ($2::integer IS NULL OR company_id = $2)`,
+        `SELECT ${COLUMNS} FROM integrations WHERE id = $1::bigint AND ($2::integer IS NULL OR company_id = $2)${
+          lock === true ? ' FOR NO KEY UPDATE' : ''
+        }`,
         [id, companyId ?? null],
       )
       return row === undefined ? null : integrationOf(row)

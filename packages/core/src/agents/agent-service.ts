@@ -139,8 +139,9 @@ export function createAgentService(options: AgentServiceOptions): AgentService {
       if (parsed.isErr()) return err(parsed.error)
       const valid = parsed.value
       return storage.transaction(async (tx): Promise<Result<Agent, SwitchboardError>> => {
-        // Existence first, so a foreign id answers NOT_FOUND whatever the patch names.
-        const current = await tx.agents.get({ companyId, id })
+        // Existence first, so a foreign id answers NOT_FOUND whatever the patch names. Held for the
+        // edit: the patch is merged into what is read here, so another edit must wait for it.
+        const current = await tx.agents.get({ companyId, id, lock: 'edit' })
         if (current === null) return err(notFound())
         const changes = agentPatchOf(current, valid)
         const checked = await checkReferences(tx, companyId, changes)

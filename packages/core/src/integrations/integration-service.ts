@@ -180,8 +180,9 @@ export function createIntegrationService(options: IntegrationServiceOptions): In
       if (parsed.isErr()) return err(parsed.error)
       const valid = parsed.value
       return storage.transaction(async (tx): Promise<Result<IntegrationView, SwitchboardError>> => {
-        // Existence first, so a foreign id answers NOT_FOUND whatever the patch says.
-        const current = await tx.integrations.get({ id, companyId })
+        // Existence first, so a foreign id answers NOT_FOUND whatever the patch says. Held for the
+        // edit: the config is merged into what is read here, so another edit must wait for it.
+        const current = await tx.integrations.get({ id, companyId, lock: true })
         if (current === null) return err(notFound())
         let config: Record<string, unknown> | undefined
         if (valid.config !== undefined) {

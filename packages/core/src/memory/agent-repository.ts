@@ -66,6 +66,7 @@ export function createAgentRepository(options: {
         return agent
       }),
 
+    // `lock` needs nothing here: one transaction runs at a time.
     get: ({ companyId, id }) => statement(() => find(companyId, id)),
 
     getMany: ({ companyId, ids }) =>

@@ -55,6 +55,7 @@ export function createIntegrationRepository(options: {
         return integration
       }),
 
+    // `lock` needs nothing here: one transaction runs at a time.
     get: ({ id, companyId }) => statement(() => find(id, companyId)),
 
     getMany: ({ ids }) =>

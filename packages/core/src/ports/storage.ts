@@ -37,9 +37,12 @@ export type NewAgent = Omit<Agent, 'id' | 'createdAt' | 'updatedAt'>
 /**
  * How a read inside a transaction holds the agent until the transaction ends: `share` by one that
  * writes a reference to it (an entry agent, a handoff target, a reassignment), so it cannot be
- * deleted meanwhile; `update` by its delete, which then waits for those and sees what they wrote.
+ * deleted meanwhile; `edit` by one that changes the agent from what it read (a PATCH merging its
+ * handoff or routing settings), so another edit waits and then reads what this one wrote, while
+ * writers of references do not wait; `update` by its delete, which then waits for all of those
+ * and sees what they wrote.
  */
-export type AgentLock = 'share' | 'update'
+export type AgentLock = 'share' | 'edit' | 'update'
 
 export interface AgentRepository {
   create(agent: NewAgent & { at: Date }): Promise<Agent>
@@ -60,8 +63,12 @@ export type IntegrationPatch = Partial<
 
 export interface IntegrationRepository {
   create(integration: NewIntegration & { at: Date }): Promise<Integration>
-  /** Without `companyId`: any company's (webhooks find their integration by id alone). */
-  get(options: { id: string; companyId?: number }): Promise<Integration | null>
+  /**
+   * Without `companyId`: any company's (webhooks find their integration by id alone). With `lock`,
+   * inside a transaction that changes the integration from what it read (a PATCH merging its
+   * config): another such read waits until the transaction ends, and then reads what it wrote.
+   */
+  get(options: { id: string; companyId?: number; lock?: boolean }): Promise<Integration | null>
   /** `get` for several ids of any company at once: the integrations found, in no order. */
   getMany(options: { ids: readonly string[] }): Promise<Integration[]>
   list(options: { companyId: number } & PageRequest): Promise<Page<Integration>>

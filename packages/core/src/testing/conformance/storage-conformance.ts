@@ -235,6 +235,27 @@ export function runStorageConformance(
         expect(deleted.filter(Boolean)).toHaveLength(1)
       })
 
+      // A PATCH merges its handoff or routing settings into the agent it read: two at once must
+      // not each write their merge over a copy the other's commit already made stale.
+      it('lands every one of 10 concurrent transactions that read an agent for an edit and change it', async () => {
+        const agent = await createAgent(storage, companyId)
+
+        await Promise.all(
+          Array.from({ length: 10 }, (_, index) =>
+            storage.transaction(async (tx) => {
+              const current = (await tx.agents.get({ companyId, id: agent.id, lock: 'edit' }))!
+              const systemPrompt = `${current.systemPrompt}[${index}]`
+              await tx.agents.update({ companyId, id: agent.id, patch: { systemPrompt }, at: at(HOUR) })
+            }),
+          ),
+        )
+
+        const final = (await storage.agents.get({ companyId, id: agent.id }))!
+        expect(final.systemPrompt.match(/\[\d+\]/g)?.sort()).toEqual(
+          Array.from({ length: 10 }, (_, index) => `[${index}]`).sort(),
+        )
+      })
+
       it('knows when an entry agent, a handoff target or a route target is referenced', async () => {
         const lone = await createAgent(storage, companyId)
         const entry = await createAgent(storage, companyId)
@@ -404,6 +425,29 @@ export function runStorageConformance(
           }),
         ).toBeNull()
         expect(await storage.integrations.get({ id: integration.id })).toEqual(cleared)
+      })
+
+      // A PATCH merges the config it is given into the one it read (the apiToken it never sees):
+      // two at once must not each write their merge over a copy the other's commit made stale.
+      it('lands every one of 10 concurrent transactions that read an integration for an edit and change it', async () => {
+        const agent = await createAgent(storage, companyId)
+        const integration = await createIntegration(storage, companyId, agent.id)
+
+        await Promise.all(
+          Array.from({ length: 10 }, (_, index) =>
+            storage.transaction(async (tx) => {
+              const current = (await tx.integrations.get({ id: integration.id, companyId, lock: true }))!
+              const config = { ...current.config, [`key${index}`]: index }
+              await tx.integrations.update({ companyId, id: integration.id, patch: { config }, at: at(HOUR) })
+            }),
+          ),
+        )
+
+        const final = (await storage.integrations.get({ id: integration.id, companyId }))!
+        expect(final.config).toEqual({
+          greeting: 'Hello',
+          ...Object.fromEntries(Array.from({ length: 10 }, (_, index) => [`key${index}`, index])),
+        })
       })
 
       it('deletes an integration of the company only', async () => {
