@@ -324,4 +324,66 @@ describe('the reference server', () => {
       expect.objectContaining({ level: 40, msg: expect.stringMatching(/JWT_SECRET .*shorter than 32/) }),
     )
   })
+
+  // PostgreSQL stores U+FFFD for U+0000 and lone surrogates; the memory storage kept them, so a
+  // webhook log's reason and a platform transfer's journey step read back differently per storage.
+  it('shows text from a platform as every storage stores it: U+0000 and lone surrogates as U+FFFD', async () => {
+    const { url } = await start()
+    const call = async (path: string, options: { token?: string; body?: unknown } = {}) =>
+      json(
+        await fetch(`${url}${path}`, {
+          method: options.body === undefined ? 'GET' : 'POST',
+          headers: {
+            'content-type': 'application/json',
+            ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
+          },
+          ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+        }),
+      )
+    const credentials = { email: 'awkward@shop.test', password: 'correct horse' }
+    await call('/api/auth/register', { body: { ...credentials, companyName: 'Shop' } })
+    const token = (
+      (await call('/api/auth/login', { body: credentials })).body.session as { access_token: string }
+    ).access_token
+    const agent = (await call('/api/agents', { token, body: { name: 'Support' } })).body
+    const integration = (
+      await call('/api/integrations', {
+        token,
+        body: {
+          type: 'msgplatform',
+          name: 'Platform',
+          entryAgentId: agent.id,
+          // Nothing listens there: replies fail, which this test does not look at.
+          config: { apiBaseUrl: 'http://127.0.0.1:9', apiToken: 'platform-token' },
+        },
+      })
+    ).body as { id: string; webhookSecret: string }
+    // JSON escapes, as a platform may send them: the bytes themselves are plain ASCII.
+    const webhook = (raw: string) =>
+      fetch(`${url}/api/webhook/msgplatform/${integration.id}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-webhook-signature': `sha256=${createHmac('sha256', integration.webhookSecret).update(raw).digest('hex')}`,
+        },
+        body: raw,
+      })
+    const customer = '"client_id":"c-1","channel_id":"ch","transport":"wa"'
+    expect((await webhook(`{"text":"hello",${customer}}`)).status).toBe(200)
+    expect((await webhook(`{"hook_type":"h\\u0000\\ud800",${customer}}`)).status).toBe(200)
+    expect(
+      (await webhook(`{"hook_type":"dialog_transferred","operator_id":"op\\u0000\\udc00",${customer}}`))
+        .status,
+    ).toBe(200)
+
+    const logs = (await call(`/api/integrations/${integration.id}/webhook-logs`, { token })).body.logs as {
+      reason?: string
+    }[]
+    expect(logs.map((log) => log.reason)).toContain('unsupported hook_type "h\uFFFD\uFFFD"')
+    const [session] = (await call('/api/sessions', { token })).body.sessions as { id: string }[]
+    const context = (await call(`/api/sessions/${session!.id}/context`, { token })).body
+    expect(
+      (context.sharedContext as { journey: { step: string }[] }).journey.map((entry) => entry.step),
+    ).toEqual(['Dialog transferred on the platform to operator op\uFFFD\uFFFD'])
+  })
 })

@@ -8,8 +8,8 @@ export const BODY_LIMIT_BYTES = 1024 * 1024
 
 /**
  * Every string of a body with each lone surrogate (a JSON escape such as `\ud800`) replaced by
- * U+FFFD. UTF-8 has no bytes for one: PostgreSQL stores U+FFFD in its place, the memory storage the
- * surrogate itself; replacing it at the door answers alike whatever the storage.
+ * U+FFFD. UTF-8 has no bytes for one, and every storage stores U+FFFD in its place; replaced at the
+ * door, it is also what the request is validated and answered with.
  */
 function wellFormedStrings(_key: string, value: unknown): unknown {
   return typeof value === 'string' ? value.toWellFormed() : value

@@ -1,8 +1,9 @@
 /**
  * PostgreSQL text cannot hold U+0000 and UTF-8 has no bytes for a lone surrogate (half of a UTF-16
- * pair without its other half). A storage may keep them or write U+FFFD in their place, so text
- * core stores for others to read (a message) is made storable first: every storage then answers
- * the same text, and what is sent on a channel is what was stored.
+ * pair without its other half). Every storage writes U+FFFD in their place, except in the keys it
+ * keeps exact (a customer's ids, a message's external id, a delivery id), so all answer the same
+ * text. A message's text is made storable before it is stored, so that what is sent on a channel
+ * is what was stored.
  */
 const NUL = '\u0000'
 const REPLACEMENT = '\uFFFD'

@@ -1,6 +1,7 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { BillingRepository, UsageRecord } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
+import { storedText } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredUsage {
@@ -56,7 +57,7 @@ export function createBillingRepository(options: {
         const record = Object.freeze<UsageRecord>({
           id: input.id,
           at: isoTimestamp(input.at),
-          model: input.model,
+          model: storedText(input.model),
           inputTokens: input.inputTokens,
           outputTokens: input.outputTokens,
           costUsd: costNanos / NANOS_PER_DOLLAR,

@@ -1,6 +1,7 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Delivery, Message, MessageRole } from '../domain/session.js'
 import type { MessageRepository, NewMessage } from '../ports/storage.js'
+import { storedText } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
 export interface StoredMessage {
@@ -41,7 +42,8 @@ function messageRow(input: NewMessage, sequence: number): Message {
     companyId: input.companyId,
     sessionId: input.sessionId,
     role: input.role,
-    text: input.text,
+    // As PostgreSQL stores it; the ids below stay exact, as its `storableKey` keeps them.
+    text: storedText(input.text),
     at: isoTimestamp(input.at),
     sequence,
   }

@@ -1,9 +1,16 @@
-import type { PauseState, Session } from '../domain/session.js'
+import type { Customer, PauseState, Session } from '../domain/session.js'
+import { storableText } from '../domain/storable-text.js'
 
 /**
  * A deep, frozen copy of plain data, without the keys whose value is undefined (as a database
  * round trip would drop them). Stored records are snapshots, so neither the caller who wrote one
  * nor a caller who read one can change what is stored.
+ *
+ * Strings, and the keys of objects, are stored as PostgreSQL stores them: with U+FFFD in place of
+ * each U+0000 and lone surrogate (`storableText`), which its text and JSON columns cannot hold. So
+ * a fact, a journey step or a pause reason reads back alike on every storage; two keys that differ
+ * only in such characters become one, the later value kept where the first key stood. Keys that
+ * must stay exact (a customer's ids) are kept by the repositories apart from snapshots.
  *
  * `previous` is the stored snapshot that `value` replaces. A caller usually builds the new record
  * from it, carrying most parts over: a part that is the very object found at the same place in
@@ -23,7 +30,7 @@ export function snapshotSession(
   version: number,
   previous?: Session,
 ): Session {
-  const customer = copy(session.customer, previous?.customer) as Session['customer']
+  const customer = exactCustomer(session.customer, previous?.customer)
   const metadata = copy(session.metadata, previous?.metadata) as Session['metadata']
   const row: { -readonly [Key in keyof Session]: Session[Key] } = {
     id: session.id,
@@ -44,7 +51,25 @@ export function snapshotSession(
   return Object.freeze(row)
 }
 
+/**
+ * The customer's ids exactly as given: replies go back to them, and two customers whose ids differ
+ * only in characters PostgreSQL cannot hold stay two (it stores them with `storableKey`).
+ */
+function exactCustomer(customer: Customer, previous: Customer | undefined): Customer {
+  if (customer === previous) return customer
+  const row: { -readonly [Key in keyof Customer]: Customer[Key] } = { clientId: customer.clientId }
+  if (customer.channelId !== undefined) row.channelId = customer.channelId
+  if (customer.transport !== undefined) row.transport = customer.transport
+  return Object.freeze(row)
+}
+
+/** The text as stored: itself nearly always, which two native checks tell without a copy. */
+export function storedText(text: string): string {
+  return text.isWellFormed() && !text.includes('\u0000') ? text : storableText(text)
+}
+
 function copy(value: unknown, previous: unknown): unknown {
+  if (typeof value === 'string') return storedText(value)
   return typeof value === 'object' && value !== null && value !== previous
     ? copyObject(value, previous)
     : value
@@ -72,10 +97,16 @@ function copyObject(value: object, previous: unknown): object {
   let empty = true
   // `for…in` rather than `Object.entries`, which builds an array per key; plain data has no
   // enumerable inherited keys, so both see the same ones.
-  for (const key in value) {
-    const entry = (value as Record<string, unknown>)[key]
+  for (const given in value) {
+    const entry = (value as Record<string, unknown>)[given]
     if (entry === undefined) continue
-    const copied = typeof entry === 'object' && entry !== null ? copy(entry, before?.[key]) : entry
+    const key = storedText(given)
+    const copied =
+      typeof entry === 'object' && entry !== null
+        ? copy(entry, before?.[key])
+        : typeof entry === 'string'
+          ? storedText(entry)
+          : entry
     // Assigning `__proto__` would call Object.prototype's setter and lose the key (a fact's name
     // comes from a model); defining it keeps it as the own property a database would return.
     if (key === '__proto__') {

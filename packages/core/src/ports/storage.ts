@@ -577,7 +577,10 @@ export interface Repositories {
 export type StorageKind = 'memory' | 'pglite' | 'postgres'
 
 /**
- * Everything Switchboard keeps. Repositories used directly run each call on its own; inside
+ * Everything Switchboard keeps. Text is stored with U+FFFD in place of each U+0000 and lone
+ * surrogate (`storableText`), as PostgreSQL must, in every field and object key but the ones kept
+ * exact: a customer's client id, channel and transport, a message's external id, channel and
+ * transport, a webhook delivery id. Repositories used directly run each call on its own; inside
  * `transaction` all writes commit together or not at all. A call that fails inside `transaction`
  * dooms it, even when `fn` catches the error and goes on: as a failed statement aborts a
  * PostgreSQL transaction, nothing of it is committed and `transaction` rejects with that failure.

@@ -1543,7 +1543,10 @@ export function runStorageConformance(
         expect(many.map((session) => session.customer.clientId).sort()).toEqual([...AWKWARD].sort())
       })
 
-      it('stores such text in any other field, exactly or with U+FFFD in place of each character it cannot hold', async () => {
+      // PostgreSQL cannot hold them: a storage that kept them answered differently (a fact, a
+      // journey step, a pause reason or a webhook log's reason read back with U+0000 on the memory
+      // storage and U+FFFD on PostgreSQL), so every storage stores U+FFFD, as text columns do.
+      it('stores such text in any other field with U+FFFD in place of each character it cannot hold', async () => {
         const session = await createSession(storage, channel)
         const text = 'a\u0000b\uD800c\uDC00d\uD83D\uDE00'
         const storable = 'a\uFFFDb\uFFFDc\uFFFDd\uD83D\uDE00'
@@ -1553,20 +1556,72 @@ export function runStorageConformance(
           pauseState: { pausedAt: at(HOUR).toISOString(), reason: text, externalReference: text },
           metadata: {
             ...session.metadata,
-            sharedContext: { facts: { [text]: text }, journey: [{ at: at().toISOString(), step: text }] },
+            agentPath: [...session.metadata.agentPath, { ...session.metadata.agentPath[0]!, reason: text }],
+            sharedContext: {
+              facts: { [text]: text, k: text },
+              journey: [{ at: at().toISOString(), step: text }],
+            },
+            errors: [{ code: 'MODEL_UNAVAILABLE', message: text, at: at().toISOString() }],
           },
         })
         const message = await insertMessage(storage, session, { text })
+        await storage.webhookLogs.add({
+          id: randomUUID(),
+          companyId,
+          integrationId: channel.integration.id,
+          receivedAt: at(),
+          httpStatus: 200,
+          outcome: 'ignored',
+          reason: text,
+        })
+        const agent = await createAgent(storage, companyId, { name: text, systemPrompt: text })
+        const renamed = await storage.integrations.update({
+          companyId,
+          id: channel.integration.id,
+          patch: { name: text, config: { [text]: [text] } },
+          at: at(HOUR),
+        })
 
         const read = await storage.sessions.get({ id: session.id })
-        expect([text, storable]).toContain(read?.pauseState?.reason)
-        expect([text, storable]).toContain(read?.pauseState?.externalReference)
-        expect(read?.metadata.sharedContext).toEqual(
-          read?.pauseState?.reason === text
-            ? paused?.metadata.sharedContext
-            : { facts: { [storable]: storable }, journey: [{ at: at().toISOString(), step: storable }] },
-        )
-        expect([text, storable]).toContain((await storage.messages.get({ id: message.id }))?.text)
+        expect(read).toEqual(paused)
+        expect(read?.pauseState).toEqual({
+          pausedAt: at(HOUR).toISOString(),
+          reason: storable,
+          externalReference: storable,
+        })
+        expect(read?.metadata.agentPath.at(-1)?.reason).toBe(storable)
+        expect(read?.metadata.sharedContext).toEqual({
+          facts: { [storable]: storable, k: storable },
+          journey: [{ at: at().toISOString(), step: storable }],
+        })
+        expect(read?.metadata.errors.map((error) => error.message)).toEqual([storable])
+        expect(message.text).toBe(storable)
+        expect((await storage.messages.get({ id: message.id }))?.text).toBe(storable)
+        const logs = await storage.webhookLogs.list({
+          companyId,
+          integrationId: channel.integration.id,
+          limit: 1,
+        })
+        expect(logs.items.map((log) => log.reason)).toEqual([storable])
+        expect([agent.name, agent.systemPrompt]).toEqual([storable, storable])
+        expect(await storage.agents.get({ companyId, id: agent.id })).toEqual(agent)
+        expect([renamed?.name, renamed?.config]).toEqual([storable, { [storable]: [storable] }])
+        expect(await storage.integrations.get({ id: channel.integration.id })).toEqual(renamed)
+      })
+
+      it('stores two keys of an object that differ only in such characters as one, the later value kept', async () => {
+        const session = await createSession(storage, channel)
+        const saved = await storage.sessions.save({
+          ...session,
+          metadata: {
+            ...session.metadata,
+            sharedContext: { facts: { 'k\u0000': 'first', other: 'x', 'k\uFFFD': 'second' }, journey: [] },
+          },
+        })
+
+        expect(saved?.metadata.sharedContext.facts).toEqual({ 'k\uFFFD': 'second', other: 'x' })
+        expect(Object.keys(saved?.metadata.sharedContext.facts ?? {})).toEqual(['k\uFFFD', 'other'])
+        expect((await storage.sessions.get({ id: session.id }))?.metadata).toEqual(saved?.metadata)
       })
     })
 
