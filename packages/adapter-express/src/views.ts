@@ -1,9 +1,60 @@
-import type { Agent, Message, Session, UsageRecord, WebhookLog } from '@switchboard/core'
+import type {
+  Agent,
+  HandoffConfig,
+  Message,
+  PauseState,
+  RoutingConfig,
+  Session,
+  UsageRecord,
+  WebhookLog,
+} from '@switchboard/core'
 
 /*
  * The JSON shapes of CONTRACT §4, §5, §8 and §9. Each lists its fields one by one, so a field
- * added to a stored record (a company id, a version) never reaches a client by accident.
+ * added to a stored record (a company id, a version) never reaches a client by accident, and the
+ * keys come in the same order whatever the storage: PostgreSQL's jsonb hands an object's keys back
+ * in an order of its own (shorter keys first), the memory storage in the order they were written.
  */
+
+function handoffView(handoff: HandoffConfig) {
+  const { msgplatform } = handoff
+  return {
+    enabled: handoff.enabled,
+    allowedTargets: handoff.allowedTargets,
+    announceHandoff: handoff.announceHandoff,
+    handoffMessageTemplate: handoff.handoffMessageTemplate,
+    messageHistoryDepth: handoff.messageHistoryDepth,
+    msgplatform: {
+      ...(msgplatform.targetOperatorId === undefined
+        ? {}
+        : { targetOperatorId: msgplatform.targetOperatorId }),
+      ...(msgplatform.targetGroupId === undefined ? {} : { targetGroupId: msgplatform.targetGroupId }),
+      sendSystemMessage: msgplatform.sendSystemMessage,
+    },
+  }
+}
+
+function routingConfigView(routingConfig: RoutingConfig) {
+  return {
+    enabled: routingConfig.enabled,
+    routes: routingConfig.routes.map((route) => ({
+      id: route.id,
+      agentId: route.agentId,
+      description: route.description,
+    })),
+    confidenceThreshold: routingConfig.confidenceThreshold,
+  }
+}
+
+function pauseStateView(pauseState: PauseState) {
+  return {
+    pausedAt: pauseState.pausedAt,
+    ...(pauseState.reason === undefined ? {} : { reason: pauseState.reason }),
+    ...(pauseState.externalReference === undefined
+      ? {}
+      : { externalReference: pauseState.externalReference }),
+  }
+}
 
 export function agentView(agent: Agent) {
   return {
@@ -14,9 +65,9 @@ export function agentView(agent: Agent) {
     systemPrompt: agent.systemPrompt,
     llmModel: agent.llmModel,
     ...(agent.routingModel === undefined ? {} : { routingModel: agent.routingModel }),
-    ...(agent.routingConfig === undefined ? {} : { routingConfig: agent.routingConfig }),
+    ...(agent.routingConfig === undefined ? {} : { routingConfig: routingConfigView(agent.routingConfig) }),
     maxDepth: agent.maxDepth,
-    handoff: agent.handoff,
+    handoff: handoffView(agent.handoff),
     fallbackReply: agent.fallbackReply,
     createdAt: agent.createdAt,
     updatedAt: agent.updatedAt,
@@ -26,7 +77,7 @@ export function agentView(agent: Agent) {
 /** `pauseState` only while paused (CONTRACT §8). */
 function pauseStateOf(session: Session) {
   return session.state === 'paused' && session.pauseState !== undefined
-    ? { pauseState: session.pauseState }
+    ? { pauseState: pauseStateView(session.pauseState) }
     : {}
 }
 
