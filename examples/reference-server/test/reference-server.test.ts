@@ -108,6 +108,49 @@ describe('the reference server', () => {
     }
   })
 
+  // UUIDs are read in any case, as PostgreSQL reads them: on the memory storage a `sub` in capitals
+  // named no user (401 on /me and on creating an API token) and its logout revoked nothing.
+  it('reads the user of a minted access token named in capitals as that user', async () => {
+    const secret = 'a shared secret of the reference server tests'
+    const { url } = await start({ JWT_SECRET: secret })
+    const post = (path: string, body: unknown, token?: string) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+        },
+        body: JSON.stringify(body),
+      })
+    const credentials = { email: 'capitals@shop.test', password: 'correct horse' }
+    await post('/api/auth/register', { ...credentials, companyName: 'Shop' })
+    const login = (await json(await post('/api/auth/login', credentials))).body as {
+      user: { id: string; companyId: number }
+      session: { refresh_token: string }
+    }
+    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const now = Math.floor(Date.now() / 1000)
+    const claims = { sub: login.user.id.toUpperCase(), cid: login.user.companyId, iat: now, exp: now + 600 }
+    const signingInput = `${encode({ alg: 'HS256', typ: 'JWT' })}.${encode(claims)}`
+    const minted = `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`
+    const headers = { authorization: `Bearer ${minted}` }
+
+    expect(await json(await fetch(`${url}/api/auth/me`, { headers }))).toMatchObject({
+      status: 200,
+      body: { user: { id: login.user.id } },
+    })
+    const created = await json(await post('/api/api-tokens', { name: 'Script' }, minted))
+    expect(created.status).toBe(201)
+    const viaApiToken = await json(
+      await fetch(`${url}/api/auth/me`, { headers: { authorization: `Bearer ${created.body.token}` } }),
+    )
+    expect(viaApiToken).toMatchObject({ status: 200, body: { user: { id: login.user.id } } })
+    expect((await post('/api/auth/logout', {}, minted)).status).toBe(204)
+    expect(
+      await json(await post('/api/auth/refresh', { refresh_token: login.session.refresh_token })),
+    ).toMatchObject({ status: 401, body: { error: { code: 'REFRESH_FAILED' } } })
+  })
+
   it('marks superadmins from SUPERADMIN_EMAILS', async () => {
     const { url } = await start({ SUPERADMIN_EMAILS: 'boss@shop.test, other@x.test' })
     const post = (path: string, body: unknown) =>

@@ -109,6 +109,23 @@ describe('createJoseTokenSigner', () => {
     expect(decodePart(token.split('.')[1])).toEqual({ ...minted, jti: expect.any(String) })
   })
 
+  it('reads the user and login UUIDs of a minted token in any case, as lower-case ids', async () => {
+    const signer = createJoseTokenSigner({ secret: SECRET })
+    const payload = {
+      sub: claims.userId.toUpperCase(),
+      cid: claims.companyId,
+      sid: claims.loginId!.toUpperCase(),
+      iat: claims.issuedAt,
+      exp: claims.expiresAt,
+    }
+    const signingInput = `${encodePart({ alg: 'HS256', typ: 'JWT' })}.${encodePart(payload)}`
+    const minted = `${signingInput}.${createHmac('sha256', SECRET).update(signingInput).digest('base64url')}`
+
+    expect(await signer.verify(minted, { now: NOW })).toEqual(claims)
+    // Remembered as read.
+    expect(await signer.verify(minted, { now: NOW })).toEqual(claims)
+  })
+
   it('refuses claims that name no possible user, company or login: ids of the wrong shape or out of range', async () => {
     const signer = createJoseTokenSigner({ secret: SECRET })
     const mint = (payload: Record<string, unknown>) => {

@@ -101,10 +101,12 @@ export function createJoseTokenSigner(options: JoseTokenSignerOptions): TokenSig
         // `sid` is ours: a token with only the claims CONTRACT §3 names is valid without it.
         if (sid !== undefined && !isUuid(sid)) return null
         if (typeof iat !== 'number' || typeof exp !== 'number') return null
+        // Lower-case, as every UUID this API reads: a token minted elsewhere may spell them in
+        // capitals, and the login is matched as text.
         const claims: AccessTokenClaims = {
-          userId: sub,
+          userId: sub.toLowerCase(),
           companyId: cid,
-          loginId: sid ?? null,
+          loginId: sid === undefined ? null : sid.toLowerCase(),
           issuedAt: iat,
           expiresAt: exp,
         }

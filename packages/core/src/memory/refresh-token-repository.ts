@@ -73,8 +73,10 @@ export function createRefreshTokenRepository(options: {
         }
       }),
 
-    revokeUser: ({ userId, at }) =>
+    revokeUser: ({ userId: anyCaseId, at }) =>
       statement((log) => {
+        // A UUID in capitals names the same user, as PostgreSQL's uuid reads it.
+        const userId = anyCaseId.toLowerCase()
         const revokedAt = at.toISOString()
         for (const token of refreshTokens.rows.values()) {
           if (token.userId !== userId || token.revokedAt !== undefined) continue

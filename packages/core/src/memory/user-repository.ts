@@ -44,6 +44,7 @@ export function createUserRepository(options: { users: UserTable; statement: Sta
         return id === undefined ? null : (users.rows.get(id) ?? null)
       }),
 
-    get: ({ id }) => statement(() => users.rows.get(id) ?? null),
+    // Ids are stored lower-case; a UUID in capitals is the same one, as PostgreSQL's uuid reads it.
+    get: ({ id }) => statement(() => users.rows.get(id.toLowerCase()) ?? null),
   }
 }

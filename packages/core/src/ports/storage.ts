@@ -331,6 +331,7 @@ export interface UserRepository {
   }): Promise<User>
   /** Case-insensitive. */
   findByEmail(options: { email: string }): Promise<User | null>
+  /** A UUID in capitals names the same user. */
   get(options: { id: string }): Promise<User | null>
 }
 
@@ -370,7 +371,7 @@ export interface RefreshTokenRepository {
   markUsed(options: { id: string; at: Date }): Promise<boolean>
   /** Revokes every token of the login that is not revoked yet; earlier revocations keep their time. */
   revokeLogin(options: { loginId: string; at: Date }): Promise<void>
-  /** `revokeLogin` for every login of the user. */
+  /** `revokeLogin` for every login of the user; a UUID in capitals names the same user. */
   revokeUser(options: { userId: string; at: Date }): Promise<void>
 }
 

@@ -377,6 +377,20 @@ export function runAccountStorageConformance(
       await storage.refreshTokens.revokeUser({ userId: randomUUID(), at: at(HOUR) })
     })
 
+    // PostgreSQL's uuid reads a UUID in any case; a user named in capitals (the `sub` of an access
+    // token minted elsewhere) was unknown to the memory storage, and its logout revoked nothing.
+    it('finds a user named by its id in capitals, and revokes the tokens of a user so named', async () => {
+      const user = await createUser(storage, company)
+      const token = await createRefreshToken(storage, user)
+
+      expect(await storage.users.get({ id: user.id.toUpperCase() })).toEqual(user)
+      await storage.refreshTokens.revokeUser({ userId: user.id.toUpperCase(), at: at(HOUR) })
+
+      expect((await storage.refreshTokens.findByHash({ tokenHash: token.tokenHash }))?.revokedAt).toBe(
+        at(HOUR).toISOString(),
+      )
+    })
+
     describe('API tokens', () => {
       let user: User
 
