@@ -32,6 +32,19 @@ export async function checkHandshake(options: {
   const integration = INTEGRATION_ID.test(options.integrationId)
     ? await options.storage.integrations.get({ id: options.integrationId })
     : null
+  return judgeHandshake(integration, options.origin, options.token)
+}
+
+/**
+ * `checkHandshake` on an integration already read (null: none of that id). Open sockets are judged
+ * again this way, with the token they were admitted with: a rotated secret, a switched-off or
+ * deleted integration, or an origin no longer allowed revokes them too.
+ */
+export function judgeHandshake(
+  integration: Integration | null,
+  origin: string | undefined,
+  token: string | null,
+): HandshakeVerdict {
   // A webchat integration always has a secret (it signs the visitor tokens); one without is unusable.
   if (integration === null || integration.type !== 'webchat' || !integration.webhookSecret) {
     return { ok: false, status: 404, code: 'NOT_FOUND', message: 'integration not found' }
@@ -39,11 +52,11 @@ export async function checkHandshake(options: {
   if (!integration.active) {
     return { ok: false, status: 403, code: 'INTEGRATION_INACTIVE', message: 'the integration is not active' }
   }
-  if (!originAllowed(integration, options.origin)) {
+  if (!originAllowed(integration, origin)) {
     return { ok: false, status: 403, code: 'FORBIDDEN', message: 'this origin may not use the integration' }
   }
   const secret = integration.webhookSecret
-  if (options.token === null) {
+  if (token === null) {
     const visitorId = newVisitorId()
     return {
       ok: true,
@@ -52,11 +65,11 @@ export async function checkHandshake(options: {
       visitorToken: signVisitorToken({ integrationId: integration.id, visitorId, secret }),
     }
   }
-  const visitorId = verifyVisitorToken({ token: options.token, integrationId: integration.id, secret })
+  const visitorId = verifyVisitorToken({ token, integrationId: integration.id, secret })
   if (visitorId === null) {
     return { ok: false, status: 401, code: 'UNAUTHORIZED', message: 'the visitor token is not valid here' }
   }
-  return { ok: true, integration, visitorId, visitorToken: options.token }
+  return { ok: true, integration, visitorId, visitorToken: token }
 }
 
 /** Without `allowedOrigins` any page may embed the widget; with it, only those (and no Origin-less client). */

@@ -64,6 +64,7 @@ function serve(socket: FakeSocket, switchboard: Switchboard, eventBus: EventBus)
     switchboard,
     eventBus,
     integration: { id: '7' } as Integration,
+    origin: undefined,
     visitorId: 'visitor-1',
     visitorToken: 'token',
     settings: {

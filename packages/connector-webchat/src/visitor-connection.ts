@@ -9,6 +9,7 @@ import type {
 } from '@switchboard/core'
 import { type RawData, WebSocket } from 'ws'
 import { type ClientFrame, messageFrame, parseClientFrame, type ServerFrame } from './frames.js'
+import { judgeHandshake } from './handshake.js'
 import { createRateLimiter } from './rate-limiter.js'
 import { isSessionEvent, type SessionEvent, sessionTopic } from './session-events.js'
 
@@ -22,11 +23,25 @@ export interface VisitorConnectionOptions {
   readonly socket: WebSocket
   readonly switchboard: Switchboard
   readonly eventBus: EventBus
+  /** As the handshake read it. */
   readonly integration: Integration
+  /** The handshake's `Origin` header, judged again with the token when the integration changes. */
+  readonly origin: string | undefined
   readonly visitorId: string
   readonly visitorToken: string
   readonly settings: ConnectionSettings
   readonly logger?: RuntimeLogger | undefined
+}
+
+/** What the server holding the socket keeps of it. */
+export interface VisitorConnection {
+  readonly integrationId: string
+  /**
+   * Judges the socket again on the integration as read now (null: deleted), with the handshake's
+   * origin and the visitor's token; one the integration no longer admits gets an error frame and
+   * is closed with 1008.
+   */
+  recheck(integration: Integration | null): void
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
@@ -43,8 +58,10 @@ const MAX_QUEUED_FRAMES = 64
  * in order (so acks come in the order the messages were sent), and the session's events from the
  * bus turned into frames.
  */
-export function serveVisitor(options: VisitorConnectionOptions): void {
+export function serveVisitor(options: VisitorConnectionOptions): VisitorConnection {
   const { socket, switchboard, eventBus, integration, visitorId, settings, logger } = options
+  /** The integration as last read and judged: messages are stored against this copy. */
+  let current = integration
   const connectionId = randomUUID()
   const messageLimiter = createRateLimiter({
     limit: settings.rateLimit.messages,
@@ -121,6 +138,32 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
   // CONTRACT §7: an error frame, and the connection stays open.
   const refuseFrame = () =>
     sendError('RATE_LIMITED', 'too many frames at once; wait for the answers to those sent')
+
+  /**
+   * The handshake's checks again, on `fresh` (the integration read now, null when deleted) with
+   * this socket's origin and token: the copy to use from now on, or null when the visitor is no
+   * longer admitted (a rotated secret, a switched-off or deleted integration, an origin taken off
+   * `allowedOrigins`), and the socket is told why and closed.
+   */
+  const readmit = (fresh: Integration | null): Integration | null => {
+    const verdict = judgeHandshake(fresh, options.origin, options.visitorToken)
+    if (verdict.ok && verdict.visitorId === visitorId) {
+      current = verdict.integration
+      return current
+    }
+    if (!closed && socket.readyState === WebSocket.OPEN) {
+      const { code, message } = verdict.ok
+        ? { code: 'UNAUTHORIZED' as const, message: 'the visitor token is not valid here' }
+        : verdict
+      // Not held behind a session frame still to come: the socket closes now.
+      transmit({ type: 'error', code, message })
+      socket.close(1008, code)
+    }
+    closed = true
+    return null
+  }
+  const readmitFresh = async (): Promise<Integration | null> =>
+    readmit(await switchboard.integration(current.id))
 
   /**
    * What this socket heard of its session's turns: those started and not ended, by the message they
@@ -275,10 +318,16 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
         ? {}
         : { externalId: `webchat:${visitorId}:${frame.clientMessageId}` }),
     }
-    // The integration as the handshake read it saves reading it for every message; the store
-    // checks it is still current, and when it changed since (CONFLICT), ingest reads it afresh.
-    let result = await switchboard.ingest(inbound, { integration })
-    if (result.isErr() && result.error.code === 'CONFLICT') result = await switchboard.ingest(inbound)
+    // The integration as last read saves reading it for every message; the store checks it is
+    // still current. When it changed since (CONFLICT), it is read afresh and the socket judged
+    // again on it: the change may have revoked the visitor, whose message is then not stored.
+    let result = await switchboard.ingest(inbound, { integration: current })
+    if (result.isErr() && result.error.code === 'CONFLICT') {
+      const fresh = await readmitFresh()
+      if (fresh === null) return
+      result = await switchboard.ingest(inbound, { integration: fresh })
+      if (result.isErr() && result.error.code === 'CONFLICT') result = await switchboard.ingest(inbound)
+    }
     if (result.isErr()) {
       send({ type: 'error', code: result.error.code, message: result.error.message })
       if (result.error.code === 'INTEGRATION_INACTIVE' || result.error.code === 'NOT_FOUND') {
@@ -319,6 +368,8 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
     if (session === null) return
     if (!historyLimiter.take(Date.now()))
       return sendError('RATE_LIMITED', 'too many history requests; wait a moment')
+    // Only to a visitor the integration still admits: history is the conversation in full.
+    if ((await readmitFresh()) === null) return
     let afterSequence: number | undefined
     if (frame.since !== undefined) {
       // Ids are stored lower-case; one in capitals names the same message, as PostgreSQL reads it.
@@ -402,4 +453,10 @@ export function serveVisitor(options: VisitorConnectionOptions): void {
       socket.close(1011, 'INTERNAL_ERROR')
     }),
   )
+  return {
+    integrationId: integration.id,
+    recheck(fresh) {
+      if (!closed) readmit(fresh)
+    },
+  }
 }

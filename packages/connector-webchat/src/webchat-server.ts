@@ -5,7 +5,7 @@ import type { ErrorCode, EventBus, RuntimeLogger, Switchboard } from '@switchboa
 import { type WebSocket, WebSocketServer } from 'ws'
 import { MAX_FRAME_BYTES } from './frames.js'
 import { checkHandshake } from './handshake.js'
-import { type ConnectionSettings, serveVisitor } from './visitor-connection.js'
+import { type ConnectionSettings, serveVisitor, type VisitorConnection } from './visitor-connection.js'
 import { createWebchatConnector, type WebchatConnector } from './webchat-connector.js'
 import { checkWebchatOptions } from './webchat-options.js'
 
@@ -18,7 +18,12 @@ export interface WebchatServerOptions {
   /** Where the integrations' sockets live: `{path}/{integrationId}`. Default `/api/webchat`. */
   readonly path?: string
   readonly logger?: RuntimeLogger
-  /** How often every socket is pinged; one that has not answered the previous ping is dropped. Default 30 s. */
+  /**
+   * How often every socket is pinged; one that has not answered the previous ping is dropped.
+   * Each beat also judges the open sockets again on their integrations as stored now, and closes
+   * those no longer admitted (a rotated secret, a switched-off or deleted integration, an origin
+   * taken off `allowedOrigins`). Default 30 s.
+   */
   readonly heartbeatIntervalMs?: number
   /** Typing turns off by itself after this long. Default 30 s. */
   readonly typingTimeoutMs?: number
@@ -70,6 +75,7 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
     refuse(socket, 400, 'VALIDATION_ERROR', `not a valid WebSocket handshake: ${error.message}`),
   )
   const alive = new Map<WebSocket, boolean>()
+  const connections = new Map<WebSocket, VisitorConnection>()
   let closing = false
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
@@ -100,17 +106,22 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
         sockets.handleUpgrade(request, socket, head, (webSocket) => {
           alive.set(webSocket, true)
           webSocket.on('pong', () => alive.set(webSocket, true))
-          webSocket.on('close', () => alive.delete(webSocket))
-          serveVisitor({
+          webSocket.on('close', () => {
+            alive.delete(webSocket)
+            connections.delete(webSocket)
+          })
+          const connection = serveVisitor({
             socket: webSocket,
             switchboard,
             eventBus,
             integration: verdict.integration,
+            origin: request.headers.origin,
             visitorId: verdict.visitorId,
             visitorToken: verdict.visitorToken,
             settings,
             logger,
           })
+          if (webSocket.readyState === webSocket.OPEN) connections.set(webSocket, connection)
         })
       })
       .catch((error: unknown) => {
@@ -119,6 +130,34 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
       })
   }
   server.on('upgrade', onUpgrade)
+
+  /**
+   * A socket is admitted once, at its handshake; what revokes a visitor later must reach the
+   * sockets already open too, or a leaked token stays good on its socket for as long as it is kept
+   * alive. One read of the integrations of this process's sockets per beat.
+   */
+  let rechecking = false
+  const recheck = async (): Promise<void> => {
+    if (rechecking || connections.size === 0) return
+    rechecking = true
+    try {
+      const open = [...connections.values()]
+      const ids = [...new Set(open.map((connection) => connection.integrationId))]
+      const found = new Map(
+        (await switchboard.storage.integrations.getMany({ ids })).map((integration) => [
+          integration.id,
+          integration,
+        ]),
+      )
+      if (closing) return
+      for (const connection of open) connection.recheck(found.get(connection.integrationId) ?? null)
+    } catch (error) {
+      // Tried again at the next beat.
+      logger?.warn({ error: String(error) }, 'webchat: could not check the open sockets')
+    } finally {
+      rechecking = false
+    }
+  }
 
   const heartbeat = setInterval(() => {
     for (const [webSocket, answered] of alive) {
@@ -129,6 +168,7 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
       alive.set(webSocket, false)
       webSocket.ping()
     }
+    void recheck()
   }, options.heartbeatIntervalMs ?? 30_000)
   heartbeat.unref()
 
