@@ -63,7 +63,18 @@ const environmentSchema = z.object({
   REFRESH_TOKEN_TTL_S: seconds(2_592_000),
   REFRESH_REUSE_INTERVAL_S: wholeNumber(0).transform((value) => value ?? 10),
   OPENAI_API_KEY: optional,
-  OPENAI_BASE_URL: optional.pipe(z.url().optional()),
+  OPENAI_BASE_URL: optional.pipe(
+    z
+      .url()
+      .refine((value) => {
+        // fetch refuses a URL with credentials, so no call could use them (the key goes in
+        // OPENAI_API_KEY); kept, they would be written to the log at start. A query or fragment
+        // would swallow the paths appended to it.
+        const { username, password } = new URL(value)
+        return username === '' && password === '' && !value.includes('?') && !value.includes('#')
+      }, 'must have no user name, password, query or fragment (the API key goes in OPENAI_API_KEY)')
+      .optional(),
+  ),
   PUBLIC_URL: optional.pipe(
     z
       .url()

@@ -142,6 +142,19 @@ describe('the reference server process', () => {
     await expect(server.listening).rejects.toThrow(/JWT_SECRET is required/)
   })
 
+  it('refuses an OPENAI_BASE_URL holding credentials, and writes them nowhere', async () => {
+    // fetch refuses a URL with credentials, so no call could use them; logged at start, they leaked.
+    const server = startProcess({
+      DATA_DIR: 'memory',
+      LOG_LEVEL: 'info',
+      OPENAI_API_KEY: 'sk-test',
+      OPENAI_BASE_URL: 'https://proxy-user:proxy-password-0451@llm.internal.example/v1',
+    })
+    await expect(server.listening).rejects.toThrow(/OPENAI_BASE_URL/)
+    const { stdout, stderr } = server.output()
+    expect(`${stdout}${stderr}`).not.toContain('proxy-password-0451')
+  })
+
   // A PGlite start in a process of its own: 2 s on an idle machine, 9 s seen on a loaded one.
   it('keeps a generated JWT secret in DATA_DIR', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'switchboard-'))
