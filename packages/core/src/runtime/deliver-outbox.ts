@@ -7,6 +7,13 @@ import { setTimerUntil } from './timer-until.js'
 export const MAX_DELIVERY_ATTEMPTS = 5
 const CLAIM_LEASE_MS = 30_000
 const SWEEP_BATCH = 50
+/**
+ * Waits before the next try of an outcome's record (sent, failed, blocked, retry later) that the
+ * storage failed, real time: about 13 s in all, well inside the claim's lease, so no other process
+ * takes the message meanwhile. A reply the platform accepted is then sent once, not again by the
+ * sweep that would find its claim run out (CONTRACT §11), and a failed try keeps its retry time.
+ */
+const RECORD_RETRY_MS = [50, 100, 200, 400, 800, 1600, 3200, 6400] as const
 
 export function retryDelayMs(failedAttempts: number): number {
   return 1000 * 2 ** (failedAttempts - 1)
@@ -93,6 +100,26 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     return work
   }
 
+  /**
+   * Writes the outcome of a try, again after a storage failure while the claim lasts: the outcome
+   * is known here only, and lost it would be tried again when the claim runs out.
+   */
+  async function record<T>(messageId: string, write: () => Promise<T>): Promise<T> {
+    for (let failures = 0; ; failures += 1) {
+      try {
+        return await write()
+      } catch (error) {
+        const wait = RECORD_RETRY_MS[failures]
+        if (wait === undefined) throw error
+        context.logger.warn(
+          { messageId, error: String(error) },
+          'could not record a delivery attempt; trying again',
+        )
+        await new Promise((resolve) => setTimeout(resolve, wait))
+      }
+    }
+  }
+
   const scheduleRetry = (messageId: string, availableAt: Date) => {
     if (stopped) return
     const cancel = setTimerUntil(context.clock, availableAt, () => {
@@ -118,12 +145,14 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
           ? fresh.integration
           : await storage.integrations.get({ id: item.integrationId })
     if (message === null || session === null || integration === null || message.delivery === 'blocked') {
-      await storage.outbox.remove({ messageId: item.messageId, leaseToken })
+      await record(item.messageId, () => storage.outbox.remove({ messageId: item.messageId, leaseToken }))
       return true
     }
     // Closing blocks the session's pending messages; one found waiting all the same stays unsent.
     if (session.state === 'closed') {
-      await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'blocked' })
+      await record(item.messageId, () =>
+        storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'blocked' }),
+      )
       return true
     }
     const event = { companyId: item.companyId, sessionId: item.sessionId, messageId: item.messageId }
@@ -152,7 +181,9 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     }
 
     if (outcome.ok) {
-      await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'sent' })
+      await record(item.messageId, () =>
+        storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'sent' }),
+      )
       emitSafely(context, 'message-delivered', event)
       return true
     }
@@ -160,16 +191,20 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     if (outcome.retryable && failedAttempts < MAX_DELIVERY_ATTEMPTS) {
       const delay = retryDelayMs(failedAttempts)
       const availableAt = new Date(context.clock.now().getTime() + delay)
-      await storage.outbox.retryLater({
-        messageId: item.messageId,
-        leaseToken,
-        attempts: failedAttempts,
-        availableAt,
-      })
+      await record(item.messageId, () =>
+        storage.outbox.retryLater({
+          messageId: item.messageId,
+          leaseToken,
+          attempts: failedAttempts,
+          availableAt,
+        }),
+      )
       scheduleRetry(item.messageId, availableAt)
       return false
     }
-    await storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'failed' })
+    await record(item.messageId, () =>
+      storage.outbox.remove({ messageId: item.messageId, leaseToken, delivery: 'failed' }),
+    )
     // Besides the event: an app listening to none still learns why a customer got nothing.
     context.logger.warn(
       {
