@@ -22,10 +22,7 @@ export interface MsgPlatformWebhookHandlerOptions {
   readonly clock?: Clock
   /** Ids of the webhook log entries. */
   readonly ids?: IdGenerator
-  /**
-   * Told when a webhook log entry could not be written (the webhook is answered anyway), and when
-   * a failed status hook's webhook-id could not be forgotten.
-   */
+  /** Told when a webhook log entry could not be written (the webhook is answered anyway). */
   readonly logger?: RuntimeLogger
 }
 
@@ -151,19 +148,24 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
     return ingested.value.duplicate ? answer(200, { ok: true, duplicate: true }) : answer(200, { ok: true })
   }
 
+  /**
+   * A status hook. With a webhook-id, the id is recorded in the transaction of the hook's change
+   * (the close, the journey step), so the change lands once per id however often the platform
+   * sends it, and a delivery whose change did not commit (a storage failure, a process that died)
+   * is processed when sent again. A hook that changes nothing (no open session) records its id on
+   * its own: a retry of it is a duplicate, and cannot close a session opened since.
+   */
   const receiveStatusHook = async (
     integration: Integration,
     receivedAt: Date,
     webhook: Extract<MsgPlatformWebhook, { kind: 'status' }>,
     webhookId: string | undefined,
   ): Promise<WebhookAnswer> => {
-    // Without a webhook-id a status hook has no key: it carries no message_id.
-    if (webhookId === undefined) return applyStatusHook(integration, receivedAt, webhook)
-    const delivery = { integrationId: integration.id, deliveryId: webhookId }
-    // A storage failure throws through here: nothing is recorded, the edge answers 500 and the
-    // platform retries.
-    const first = await storage.webhookDeliveries.record({ ...delivery, at: receivedAt })
-    if (!first) {
+    const delivery =
+      webhookId === undefined
+        ? undefined
+        : { integrationId: integration.id, deliveryId: webhookId, at: receivedAt }
+    const duplicate = async () => {
       await writeLog(integration, receivedAt, {
         outcome: 'duplicate',
         httpStatus: 200,
@@ -171,52 +173,31 @@ export function createMsgPlatformWebhookHandler(options: MsgPlatformWebhookHandl
       })
       return answer(200, { ok: true, duplicate: true })
     }
-    try {
-      return await applyStatusHook(integration, receivedAt, webhook)
-    } catch (error) {
-      // The edge answers 500 so that the platform retries, and the retry must not find the id taken.
-      await storage.webhookDeliveries
-        .forget(delivery)
-        .catch((forgetError: unknown) =>
-          logger.error(
-            { integrationId: integration.id, webhookId, error: String(forgetError) },
-            'a status hook failed and its webhook-id stays recorded: its retry will be answered as a duplicate',
-          ),
-        )
-      throw error
+    // A storage failure throws through here: nothing is recorded, the edge answers 500 and the
+    // platform retries.
+    const noOpenSession = async () => {
+      if (delivery !== undefined && !(await storage.webhookDeliveries.record(delivery))) return duplicate()
+      return ignore(integration, receivedAt, 'no open session')
     }
-  }
 
-  const applyStatusHook = async (
-    integration: Integration,
-    receivedAt: Date,
-    webhook: Extract<MsgPlatformWebhook, { kind: 'status' }>,
-  ): Promise<WebhookAnswer> => {
     const session = await storage.sessions.findOpen({
       integrationId: integration.id,
       clientId: webhook.clientId,
     })
-    if (session === null) return ignore(integration, receivedAt, 'no open session')
-    const target = { companyId: session.companyId, sessionId: session.id }
-    if (webhook.hookType === 'dialog_transferred') {
-      const recorded = await switchboard.sessions.recordExternalTransfer({
-        ...target,
-        step: transferStep(webhook),
-      })
+    if (session === null) return noOpenSession()
+    const target = { companyId: session.companyId, sessionId: session.id, webhookDelivery: delivery }
+    const changed =
+      webhook.hookType === 'dialog_transferred'
+        ? await switchboard.sessions.recordExternalTransfer({ ...target, step: transferStep(webhook) })
+        : await switchboard.sessions.close({ ...target, reason: `platform ${webhook.hookType}` })
+    if (changed.isErr()) {
+      if (changed.error.code === 'CONFLICT') return duplicate()
       // Closed between the lookup and the write: there is no open session any more.
-      if (recorded.isErr()) return ignore(integration, receivedAt, 'no open session')
-      await writeLog(integration, receivedAt, {
-        outcome: 'session_transfer_external',
-        httpStatus: 200,
-        reason: webhook.hookType,
-        sessionId: session.id,
-      })
-      return answer(200, { ok: true })
+      return noOpenSession()
     }
-    const closed = await switchboard.sessions.close({ ...target, reason: `platform ${webhook.hookType}` })
-    if (closed.isErr()) return ignore(integration, receivedAt, 'no open session')
+    const transferred = webhook.hookType === 'dialog_transferred'
     await writeLog(integration, receivedAt, {
-      outcome: 'session_close',
+      outcome: transferred ? 'session_transfer_external' : 'session_close',
       httpStatus: 200,
       reason: webhook.hookType,
       sessionId: session.id,

@@ -194,7 +194,7 @@ export type { SwitchboardEventName, SwitchboardEvents } from './runtime/events.j
 export type { InboundMessage, IngestDecision, IngestOptions, IngestResult } from './runtime/ingest.js'
 export type { CustomerAddress } from './runtime/open-session.js'
 export type { RuntimeLogger } from './runtime/runtime-context.js'
-export type { SessionOperations } from './runtime/session-operations.js'
+export type { SessionOperations, WebhookDeliveryKey } from './runtime/session-operations.js'
 export { createRandomIds, createSystemClock } from './runtime/system-clock.js'
 export type { PreparedTool, Tool, ToolContext, ToolParameters } from './tools/tool.js'
 export { defineTool } from './tools/tool.js'

@@ -24,6 +24,18 @@ interface SessionTarget {
   readonly sessionId: string
 }
 
+/**
+ * The platform's delivery (a `webhook-id`) that asks for a change: recorded in the change's own
+ * transaction, so the change lands once per id, and a delivery whose change did not commit (the
+ * process died, the database went away) is processed when the platform sends it again. A delivery
+ * recorded before answers `CONFLICT` and changes nothing.
+ */
+export interface WebhookDeliveryKey {
+  readonly integrationId: string
+  readonly deliveryId: string
+  readonly at: Date
+}
+
 /** What operators (and platform status hooks) do to a session. Tenancy comes with every call. */
 export interface SessionOperations {
   get(target: SessionTarget): Promise<Session | null>
@@ -32,7 +44,9 @@ export interface SessionOperations {
   ): Promise<Result<Session, SwitchboardError>>
   /** The note, if any, becomes the journey step `Operator note: <note>`. */
   resume(target: SessionTarget & { note?: string | undefined }): Promise<Result<Session, SwitchboardError>>
-  close(target: SessionTarget & { reason?: string | undefined }): Promise<Result<Session, SwitchboardError>>
+  close(
+    target: SessionTarget & { reason?: string | undefined; webhookDelivery?: WebhookDeliveryKey | undefined },
+  ): Promise<Result<Session, SwitchboardError>>
   /** Makes `agentId` active; a human agent also pauses the session and calls the channel's transfer. */
   reassign(
     target: SessionTarget & {
@@ -44,13 +58,26 @@ export interface SessionOperations {
   /** An operator's message, sent to the customer through the channel in any state but closed. */
   sendOperatorMessage(target: SessionTarget & { text: string }): Promise<Result<Message, SwitchboardError>>
   /** The platform moved the dialog to another operator: a journey step, the state unchanged. */
-  recordExternalTransfer(target: SessionTarget & { step: string }): Promise<Result<Session, SwitchboardError>>
+  recordExternalTransfer(
+    target: SessionTarget & { step: string; webhookDelivery?: WebhookDeliveryKey | undefined },
+  ): Promise<Result<Session, SwitchboardError>>
 }
 
 const unknownAgent = () =>
   switchboardError('VALIDATION_ERROR', 'agentId names no agent of this company', [
     { path: 'agentId', message: 'unknown agent' },
   ])
+
+const deliveredBefore = () =>
+  switchboardError('CONFLICT', 'this webhook delivery was processed before; nothing changed')
+
+/**
+ * Records `delivery`, if any, in the change's transaction: false when it was recorded before, and
+ * the caller then changes nothing (so writes nothing, and the transaction holds nothing of it).
+ */
+async function firstDelivery(tx: Repositories, delivery: WebhookDeliveryKey | undefined): Promise<boolean> {
+  return delivery === undefined || (await tx.webhookDeliveries.record(delivery))
+}
 
 /** Thrown to take back an operator's message whose session was closed before it could commit. */
 class ClosedMeanwhile extends Error {}
@@ -65,10 +92,12 @@ export function createSessionOperations(
     target: SessionTarget,
     command: SessionCommand,
     extra?: (session: Session) => Session,
+    delivery?: WebhookDeliveryKey,
   ) => {
     const result = await updateSession(context.storage, target, async (current, tx) => {
       const next = transition(current, command)
       if (next.isErr()) return { error: next.error }
+      if (!(await firstDelivery(tx, delivery))) return { error: deliveredBefore() }
       let session: Session = { ...withState(current, next.value), updatedAt: now().toISOString() }
       if (extra !== undefined) session = extra(session)
       // A paused session's agent stays silent; a closed one sends nothing at all.
@@ -125,7 +154,7 @@ export function createSessionOperations(
       )
     },
 
-    close: (target) => changeState(target, { type: 'close' }),
+    close: (target) => changeState(target, { type: 'close' }, undefined, target.webhookDelivery),
 
     async reassign(target) {
       // Also read, and held, in the transaction below; this answers an unknown agent without one.
@@ -240,9 +269,10 @@ export function createSessionOperations(
     },
 
     async recordExternalTransfer(target) {
-      const result = await updateSession(context.storage, target, async (current) => {
+      const result = await updateSession(context.storage, target, async (current, tx) => {
         if (current.state === 'closed')
           return { error: switchboardError('INVALID_STATE', 'the session is closed') }
+        if (!(await firstDelivery(tx, target.webhookDelivery))) return { error: deliveredBefore() }
         return {
           session: {
             ...current,
