@@ -4,6 +4,9 @@ import {
   createAccounts,
   createAgentService,
   createIntegrationService,
+  createMemoryKnowledgeIndex,
+  createOfflineProvider,
+  createSwitchboard,
   createSystemClock,
   type JobLease,
   type KnowledgeIndex,
@@ -800,6 +803,71 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : 'ok')),
       ).toEqual(['ok', 'ok'])
       expect((await storage.sessions.get({ id: session.id }))?.customer.channelId).toBe('another')
+    })
+
+    it('stores a message from another channel though another process saved its session between its read and its save', async () => {
+      const { integration } = await seedChannel(storage)
+      const opened = await storage.transaction((tx) =>
+        tx.sessions.create({
+          id: randomUUID(),
+          companyId: integration.companyId,
+          integrationId: integration.id,
+          customer: { clientId: 'busy', channelId: 'sms' },
+          state: 'ongoing',
+          activeAgentId: integration.entryAgentId,
+          entryAgentId: integration.entryAgentId,
+          metadata: { agentPath: [], sharedContext: { facts: {}, journey: [] }, errors: [] },
+          createdAt: new Date().toISOString(),
+          updatedAt: new Date().toISOString(),
+        }),
+      )
+      // Before each store's first save of the session, another process commits a save of its own
+      // (a turn's commit, say): every attempt finds the version it read gone.
+      let raced = 0
+      const racing: Db = {
+        ...db,
+        transaction: (fn) =>
+          db.transaction((client) => {
+            let first = true
+            return fn({
+              async query(sql, params) {
+                if (first && /^\s*UPDATE sessions/.test(sql)) {
+                  first = false
+                  raced += 1
+                  await secondDb.query('UPDATE sessions SET version = version + 1 WHERE id = $1::uuid', [
+                    opened.id,
+                  ])
+                }
+                return client.query(sql, params)
+              },
+            })
+          }),
+        close: async () => {},
+      }
+      const racingStorage = await createPostgresStorage({ db: racing })
+      const switchboard = createSwitchboard({
+        storage: racingStorage,
+        model: createOfflineProvider(),
+        knowledge: createMemoryKnowledgeIndex(),
+        concurrency: 0,
+      })
+      try {
+        const stored = await switchboard.ingest({
+          integrationId: integration.id,
+          clientId: 'busy',
+          text: 'from whatsapp now',
+          channelId: 'whatsapp',
+        })
+        expect(raced).toBeGreaterThan(0)
+        expect(stored._unsafeUnwrap().session.id).toBe(opened.id)
+        expect((await storage.sessions.get({ id: opened.id }))?.customer.channelId).toBe('whatsapp')
+        expect(await storage.jobs.pending({ sessionId: opened.id })).toBe(1)
+      } finally {
+        await switchboard.stop()
+        await racingStorage.close()
+        // Done with: no later test's workers should find this job due.
+        await db.query(`UPDATE jobs SET state = 'done' WHERE session_id = $1::uuid`, [opened.id])
+      }
     })
   })
 })

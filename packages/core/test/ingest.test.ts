@@ -577,3 +577,54 @@ describe('reading integrations', () => {
     await expect(harness.switchboard.integration(second.id)).rejects.toBe(failure)
   })
 })
+
+describe('a message from another channel while the session is being saved by others', () => {
+  // Every attempt of the store loses the race for the session (a turn committing, another message
+  // of the customer): the session's save, to follow the customer to the new channel, finds the
+  // session changed. The message must still be stored, not refused with a 500 after three tries.
+  it('is stored on the session as it is now, on the channel it came from', async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('hi'), reply('hi again'))
+    const storage = harness.storage
+    const opened = (
+      await harness.switchboard.ingest({
+        integrationId: harness.integrationId,
+        clientId: 'ann',
+        text: 'hello',
+        channelId: 'sms',
+      })
+    )._unsafeUnwrap()
+    await harness.switchboard.idle()
+    const transaction = storage.transaction.bind(storage)
+    let raced = 0
+    let storing = true
+    ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) =>
+      transaction(async (tx) => {
+        let racing = true
+        const save: typeof tx.sessions.save = async (session) => {
+          if (storing && racing && session.id === opened.session.id) {
+            racing = false
+            raced += 1
+            // Another writer saved the session just before: this save finds its version gone.
+            const current = await tx.sessions.get({ id: session.id })
+            await tx.sessions.save({ ...current!, updatedAt: new Date().toISOString() })
+          }
+          return tx.sessions.save(session)
+        }
+        return fn({ ...tx, sessions: { ...tx.sessions, save } })
+      })
+    const again = await harness.switchboard.ingest({
+      integrationId: harness.integrationId,
+      clientId: 'ann',
+      text: 'hello from whatsapp',
+      channelId: 'whatsapp',
+    })
+    storing = false
+    expect(raced).toBeGreaterThan(0)
+    const stored = again._unsafeUnwrap()
+    expect(stored.session.id).toBe(opened.session.id)
+    expect(stored.session.customer.channelId).toBe('whatsapp')
+    await harness.switchboard.idle()
+    expect(harness.customer('ann').replies()).toEqual(['hi', 'hi again'])
+  })
+})

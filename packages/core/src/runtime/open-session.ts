@@ -28,10 +28,31 @@ export async function followCustomer(
   customer: CustomerAddress,
   now: Date,
 ): Promise<Session> {
+  const followed = await saveFollowing(tx, session, customer, now)
+  if (followed !== null) return followed
+  // Another writer (a turn's commit, another message of the customer) saved the session since it
+  // was read. It is read again in this transaction and followed once more: a busy session would
+  // otherwise fail every attempt of the store, and its message be refused. On PostgreSQL the
+  // failed save took the session's lock, which every save takes, so the session stays as read now.
+  const fresh = await tx.sessions.get({ id: session.id })
+  const again =
+    fresh === null || fresh.state === 'closed' ? null : await saveFollowing(tx, fresh, customer, now)
+  // Closed meanwhile, or changed again: the caller's transaction is retried on what is stored then.
+  if (again === null) throw new Error('the session changed while a message arrived')
+  return again
+}
+
+/** The session saved with the customer's channel and transport; null when it changed since read. */
+async function saveFollowing(
+  tx: Repositories,
+  session: Session,
+  customer: CustomerAddress,
+  now: Date,
+): Promise<Session | null> {
   const channelId = customer.channelId ?? session.customer.channelId
   const transport = customer.transport ?? session.customer.transport
   if (channelId === session.customer.channelId && transport === session.customer.transport) return session
-  const saved = await tx.sessions.save({
+  return tx.sessions.save({
     ...session,
     customer: {
       clientId: session.customer.clientId,
@@ -40,9 +61,6 @@ export async function followCustomer(
     },
     updatedAt: isoTimestamp(now),
   })
-  // Another writer got there first; the caller's transaction is retried on the fresh session.
-  if (saved === null) throw new Error('the session changed while a message arrived')
-  return saved
 }
 
 export interface FoundSession {
