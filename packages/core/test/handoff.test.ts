@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   type ConversationHarness,
   createConversationHarness,
@@ -294,6 +294,33 @@ describe('transfer to a human', () => {
     expect(replies.map((message) => [message.text, message.delivery])).toEqual([
       ['Let me see.', 'blocked'],
       ['A colleague will take over.', 'sent'],
+    ])
+  })
+
+  it('tries a failing announcement again, and transfers only once it was delivered', async () => {
+    await team(humanTeam, { humanTransfer: true })
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('humans'), 'wants a person'))
+    harness.connector.failNextSends(1)
+    const customer = harness.customer()
+    await customer.sends('I want to talk to a person')
+    // The first try fails; its retry waits a second on the manual clock.
+    await vi.waitFor(async () => {
+      const [announcement] = (await customer.messages()).filter((message) => message.role === 'system')
+      expect(announcement?.delivery).toBe('pending')
+      expect((await customer.session()).state).toBe('paused')
+    })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(harness.connector.transfers).toEqual([])
+    for (let tick = 0; tick < 20 && harness.connector.transfers.length === 0; tick++) {
+      await harness.clock.advance(1_000)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    await harness.switchboard.idle()
+
+    const session = await customer.session()
+    expect(customer.received().map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+    expect(harness.connector.transfers).toEqual([
+      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
     ])
   })
 

@@ -20,6 +20,16 @@ export function retryDelayMs(failedAttempts: number): number {
 }
 
 /**
+ * How long `deliverNow` waits at most for a message waiting for its retry: the retry schedule,
+ * and a send's time on top. A retry another process took is not heard of here.
+ */
+const LEAVE_WAIT_MS =
+  Array.from({ length: MAX_DELIVERY_ATTEMPTS - 1 }, (_, index) => retryDelayMs(index + 1)).reduce(
+    (sum, delay) => sum + delay,
+    0,
+  ) + 10_000
+
+/**
  * What a caller that just committed the messages to deliver (a turn) knows of them: the messages
  * as stored, their session and integration, so the first try reads none of them again. A pause
  * since the commit still blocks them: it takes every message nobody has claimed out of the outbox,
@@ -35,9 +45,11 @@ export interface DeliveryService {
   /** Start delivering these messages without waiting. */
   deliverSoon(messageIds: readonly string[], known?: DeliveryContext): void
   /**
-   * Deliver these messages now (one attempt each; failures go on the retry schedule). One held
-   * back behind an earlier message of its session that this process is sending waits for it;
-   * behind one sent elsewhere or waiting for a retry, it follows that one later.
+   * Deliver these messages now, and resolve once each left the outbox (sent, failed for good or
+   * blocked): a try that fails retryably is tried again on the retry schedule first, as a turn's
+   * announcement must reach the customer before the transfer to a human that follows it. One held
+   * back behind an earlier message of its session follows that one. The wait ends at `stop`, and
+   * after the retry schedule for a message whose retry another process took.
    */
   deliverNow(messageIds: readonly string[]): Promise<void>
   /** Deliver whatever is due, e.g. left behind by a process that died. */
@@ -63,6 +75,14 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   let inFlight = 0
   let onSettled: Array<() => void> = []
   const timers = new Set<() => void>()
+  /** Messages `deliverNow` waits to see leave the outbox, with its waiters. */
+  const leaving = new Map<string, Array<() => void>>()
+  const left = (messageId: string) => {
+    const waiters = leaving.get(messageId)
+    if (waiters === undefined) return
+    leaving.delete(messageId)
+    for (const resolve of waiters) resolve()
+  }
   /** Per session, the drain this process is running for it, so `deliverNow` can wait for it. */
   const draining = new Map<string, Promise<void>>()
   let stopped = false
@@ -230,6 +250,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       try {
         // What the caller knew holds for the first message only; later ones may come much later.
         while (item !== null && (await attempt(item, item === first ? known : undefined))) {
+          if (leaving.size > 0) left(item.messageId)
           item = await context.storage.outbox.claimNext({
             sessionId,
             now: context.clock.now(),
@@ -297,6 +318,32 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     }
   }
 
+  /**
+   * Resolves once the message left the outbox: at once when it did already (or is gone), else
+   * when a try of this process takes it out, at `stop`, or after `LEAVE_WAIT_MS`.
+   */
+  async function untilLeft(messageId: string): Promise<void> {
+    if (stopped) return
+    let resolve: () => void = () => {}
+    const leaves = new Promise<void>((settle) => {
+      resolve = settle
+    })
+    // Listening before the look, so a try that ends in between is heard.
+    leaving.set(messageId, [...(leaving.get(messageId) ?? []), resolve])
+    const cancel = context.clock.setTimer(() => left(messageId), LEAVE_WAIT_MS)
+    try {
+      const message = await context.storage.messages.get({ id: messageId })
+      if (message !== null && message.delivery === 'pending') await leaves
+    } catch (error) {
+      context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
+    } finally {
+      cancel()
+      const waiters = leaving.get(messageId)?.filter((waiter) => waiter !== resolve) ?? []
+      if (waiters.length > 0) leaving.set(messageId, waiters)
+      else leaving.delete(messageId)
+    }
+  }
+
   // After `stop`, messages committed by work still finishing (a request the server was answering
   // as it shut down) stay in the outbox: the next process's sweep sends them, while this one's
   // storage may be closing under them. `deliverNow` still sends: a turn that committed a transfer
@@ -308,7 +355,10 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       for (const id of messageIds) track(deliverOne(id, known))
     },
     async deliverNow(messageIds) {
-      for (const id of messageIds) await track(deliverOneNow(id))
+      for (const id of messageIds) {
+        await track(deliverOneNow(id))
+        await untilLeft(id)
+      }
     },
     async sweep() {
       if (stopped) return
@@ -329,6 +379,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       stopped = true
       for (const cancel of timers) cancel()
       timers.clear()
+      for (const messageId of [...leaving.keys()]) left(messageId)
     },
   }
   return service
