@@ -21,6 +21,26 @@ async function start(environment: Record<string, string> = {}) {
   return server
 }
 
+/** POSTs JSON to the server at `url`, with a bearer token when given. */
+function poster(url: string) {
+  return (path: string, body: unknown, token?: string) =>
+    fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
+      },
+      body: JSON.stringify(body),
+    })
+}
+
+/** An HS256 access token with these claims, as an operator holding JWT_SECRET could mint one. */
+function mintAccessToken(secret: string, claims: Record<string, unknown>): string {
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+  const signingInput = `${encode({ alg: 'HS256', typ: 'JWT' })}.${encode(claims)}`
+  return `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`
+}
+
 async function json(response: Response) {
   return { status: response.status, body: (await response.json()) as Record<string, unknown> }
 }
@@ -65,15 +85,7 @@ describe('the reference server', () => {
   it('accepts an access token minted with JWT_SECRET and only the claims of CONTRACT §3; its logout revokes every login of the user', async () => {
     const secret = 'a shared secret of the reference server tests'
     const { url } = await start({ JWT_SECRET: secret })
-    const post = (path: string, body: unknown, token?: string) =>
-      fetch(`${url}${path}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-        },
-        body: JSON.stringify(body),
-      })
+    const post = poster(url)
     const credentials = { email: 'minted@shop.test', password: 'correct horse' }
     await post('/api/auth/register', { ...credentials, companyName: 'Shop' })
     const logins = await Promise.all(
@@ -81,12 +93,8 @@ describe('the reference server', () => {
     )
     const { user } = logins[0] as { user: { id: string; companyId: number } }
 
-    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
     const now = Math.floor(Date.now() / 1000)
-    const mint = (claims: Record<string, unknown>) => {
-      const signingInput = `${encode({ alg: 'HS256', typ: 'JWT' })}.${encode(claims)}`
-      return `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`
-    }
+    const mint = (claims: Record<string, unknown>) => mintAccessToken(secret, claims)
     const minted = mint({ sub: user.id, cid: user.companyId, iat: now, exp: now + 600 })
 
     const me = await json(
@@ -113,26 +121,16 @@ describe('the reference server', () => {
   it('reads the user of a minted access token named in capitals as that user', async () => {
     const secret = 'a shared secret of the reference server tests'
     const { url } = await start({ JWT_SECRET: secret })
-    const post = (path: string, body: unknown, token?: string) =>
-      fetch(`${url}${path}`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(token === undefined ? {} : { authorization: `Bearer ${token}` }),
-        },
-        body: JSON.stringify(body),
-      })
+    const post = poster(url)
     const credentials = { email: 'capitals@shop.test', password: 'correct horse' }
     await post('/api/auth/register', { ...credentials, companyName: 'Shop' })
     const login = (await json(await post('/api/auth/login', credentials))).body as {
       user: { id: string; companyId: number }
       session: { refresh_token: string }
     }
-    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
     const now = Math.floor(Date.now() / 1000)
     const claims = { sub: login.user.id.toUpperCase(), cid: login.user.companyId, iat: now, exp: now + 600 }
-    const signingInput = `${encode({ alg: 'HS256', typ: 'JWT' })}.${encode(claims)}`
-    const minted = `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`
+    const minted = mintAccessToken(secret, claims)
     const headers = { authorization: `Bearer ${minted}` }
 
     expect(await json(await fetch(`${url}/api/auth/me`, { headers }))).toMatchObject({

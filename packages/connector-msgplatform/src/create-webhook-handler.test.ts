@@ -31,8 +31,11 @@ function createFlakyStorage() {
   return { storage: flaky, outage }
 }
 
-it('processes the retry of a status hook that failed, though it carries the same webhook-id', async () => {
-  const { storage, outage } = createFlakyStorage()
+/**
+ * A switchboard on `storage` with an msgplatform integration, the session of customer c-1 on it,
+ * and `deliver`, which hands the handler `hook` signed, under `webhookId`.
+ */
+async function customerWithSession(storage: Storage, hook: object, webhookId: string) {
   switchboard = createSwitchboard({
     storage,
     model: createOfflineProvider(),
@@ -57,13 +60,23 @@ it('processes the retry of a status hook that failed, though it carries the same
     await switchboard.openSession({ integrationId: integration.id, clientId: 'c-1' })
   )._unsafeUnwrap()
   const handler = createMsgPlatformWebhookHandler({ switchboard })
-  const rawBody = JSON.stringify({ hook_type: 'dialog_transferred', client_id: 'c-1', operator_id: 5 })
+  const rawBody = JSON.stringify(hook)
   const deliver = () =>
     handler.handle({
       integrationId: integration.id,
       rawBody: Buffer.from(rawBody),
-      headers: { 'x-webhook-signature': signWebhookBody(rawBody, SECRET), 'webhook-id': 'msg_retried' },
+      headers: { 'x-webhook-signature': signWebhookBody(rawBody, SECRET), 'webhook-id': webhookId },
     })
+  return { session, deliver }
+}
+
+it('processes the retry of a status hook that failed, though it carries the same webhook-id', async () => {
+  const { storage, outage } = createFlakyStorage()
+  const { session, deliver } = await customerWithSession(
+    storage,
+    { hook_type: 'dialog_transferred', client_id: 'c-1', operator_id: 5 },
+    'msg_retried',
+  )
 
   outage.on = true
   await expect(deliver()).rejects.toThrow('storage outage')
@@ -99,37 +112,11 @@ it('closes the session on the retry of a close hook whose process lost the datab
       },
     },
   }
-  switchboard = createSwitchboard({
+  const { session, deliver } = await customerWithSession(
     storage,
-    model: createOfflineProvider(),
-    knowledge: createMemoryKnowledgeIndex(),
-  })
-  const agent = await memory.agents.create({
-    ...agentInputSchema.parse({ name: 'Support' }),
-    companyId: 1,
-    at: new Date(),
-  })
-  const integration = await memory.integrations.create({
-    companyId: 1,
-    type: 'msgplatform',
-    name: 'Shop',
-    active: true,
-    entryAgentId: agent.id,
-    config: { apiBaseUrl: 'http://127.0.0.1:9', apiToken: 'token' },
-    webhookSecret: SECRET,
-    at: new Date(),
-  })
-  const session = (
-    await switchboard.openSession({ integrationId: integration.id, clientId: 'c-1' })
-  )._unsafeUnwrap()
-  const handler = createMsgPlatformWebhookHandler({ switchboard })
-  const rawBody = JSON.stringify({ hook_type: 'close_dialog', client_id: 'c-1' })
-  const deliver = () =>
-    handler.handle({
-      integrationId: integration.id,
-      rawBody: Buffer.from(rawBody),
-      headers: { 'x-webhook-signature': signWebhookBody(rawBody, SECRET), 'webhook-id': 'msg_close' },
-    })
+    { hook_type: 'close_dialog', client_id: 'c-1' },
+    'msg_close',
+  )
 
   // The platform sends the hook until it is answered 200 (a failure is a 500 at the edge).
   let answer = await deliver().catch(() => null)
