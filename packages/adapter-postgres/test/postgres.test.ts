@@ -556,8 +556,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
-    // An integration whose entry agent was deleted cannot open a session: every webhook to it failed.
-    it('never lets an agent be deleted while an integration or another agent starts naming it', async () => {
+    /** The agent and integration services on this storage, and a company of their own. */
+    const servicesOfNewCompany = async (companyName: string) => {
       const clock = createSystemClock()
       const agents = createAgentService({ storage, clock })
       const integrations = createIntegrationService({
@@ -566,11 +566,13 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         connectors: () => undefined,
         publicUrl: 'https://chat.example.com',
       })
-      const company = await storage.companies.create({
-        companyName: 'Races',
-        publicId: randomUUID(),
-        at: new Date(),
-      })
+      const company = await storage.companies.create({ companyName, publicId: randomUUID(), at: new Date() })
+      return { agents, integrations, company }
+    }
+
+    // An integration whose entry agent was deleted cannot open a session: every webhook to it failed.
+    it('never lets an agent be deleted while an integration or another agent starts naming it', async () => {
+      const { agents, integrations, company } = await servicesOfNewCompany('Races')
       const landed: string[] = []
       for (let round = 0; round < 15; round += 1) {
         const target = (await agents.create(company.id, { name: `target ${round}` }))._unsafeUnwrap()
@@ -595,19 +597,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
     // once each merged into the same copy, and the second commit wrote the first one's change away,
     // though both answered 200 (the memory storage, one transaction at a time, kept both).
     it('keeps both of two PATCHes of one agent, or of one integration, sent at once', async () => {
-      const clock = createSystemClock()
-      const agents = createAgentService({ storage, clock })
-      const integrations = createIntegrationService({
-        storage,
-        clock,
-        connectors: () => undefined,
-        publicUrl: 'https://chat.example.com',
-      })
-      const company = await storage.companies.create({
-        companyName: 'Edits at once',
-        publicId: randomUUID(),
-        at: new Date(),
-      })
+      const { agents, integrations, company } = await servicesOfNewCompany('Edits at once')
       const agent = (await agents.create(company.id, { name: 'Edited' }))._unsafeUnwrap()
       const integration = (
         await integrations.create(company.id, {
