@@ -28,6 +28,7 @@ const RECONNECT_FIRST_DELAY_MS = 250
  */
 const PREPARED_STATEMENTS_MAX = 1000
 const RECONNECT_MAX_DELAY_MS = 10_000
+const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 
 /** A `Db` on a PostgreSQL server: a `pg.Pool` for statements, one more connection for LISTEN. */
 export function createPgDb(options: PgDbOptions): Db {
@@ -40,7 +41,15 @@ export function createPgDb(options: PgDbOptions): Db {
   // Pipelined connections send a statement without waiting for the answer to the one before:
   // BEGIN goes out with a transaction's first statement, and statements a caller starts together
   // (Promise.all on one transaction) share the round trip.
-  const pool = new pg.Pool({ pipeline: true, ...poolConfig })
+  // A transaction left idle (a process stalled mid-transaction, a network cut the server does not
+  // see) is ended by the server after a minute, so its rows and session locks do not hold every
+  // other process's work on those sessions until TCP gives up, hours later. Ours never wait
+  // between statements that long; a caller may set another time, or 0 for none.
+  const pool = new pg.Pool({
+    pipeline: true,
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    ...poolConfig,
+  })
   // Without a listener, an idle connection that breaks would crash the process.
   pool.on('error', onError)
   const listener = createListener(poolConfig, onError)

@@ -82,6 +82,44 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
   })
   runKnowledgeIndexConformance('PostgreSQL', () => knowledge)
 
+  describe('a transaction left idle', () => {
+    // A process that stalls mid-transaction (a frozen event loop, a network cut the server does not
+    // see) would hold its rows and session locks until TCP gave up, hours later: every other
+    // process's work on those sessions would wait that long.
+    it('is ended by the server after a minute by default, freeing what it held', async () => {
+      const [row] = await db.query<{ timeout: string }>('SELECT current_setting($1) AS timeout', [
+        'idle_in_transaction_session_timeout',
+      ])
+      expect(row?.timeout).toBe('1min')
+    })
+
+    it('is ended after the time the caller sets, and its locks are free for others', async () => {
+      const stalling = createPgDb({
+        connectionString,
+        max: 1,
+        options: `-c search_path=${schema}`,
+        idle_in_transaction_session_timeout: 200,
+      })
+      try {
+        const stalled = stalling.transaction(async (tx) => {
+          await tx.query('SELECT pg_advisory_xact_lock(42, 4242)')
+          await new Promise((resolve) => setTimeout(resolve, 800))
+          await tx.query('SELECT 1')
+        })
+        await expect(stalled).rejects.toThrow()
+        const taken = await db.transaction(async (tx) => {
+          const [row] = await tx.query<{ locked: boolean }>(
+            'SELECT pg_try_advisory_xact_lock(42, 4242) AS locked',
+          )
+          return row?.locked
+        })
+        expect(taken).toBe(true)
+      } finally {
+        await stalling.close()
+      }
+    })
+  })
+
   describe('PostgreSQL adapter', () => {
     runAdapterCases({ db: () => db, storage: () => storage })
     runDurabilityCases({ db: () => db, storage: () => storage, otherDb: () => secondDb })
