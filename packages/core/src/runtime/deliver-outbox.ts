@@ -75,13 +75,15 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
   let inFlight = 0
   let onSettled: Array<() => void> = []
   const timers = new Set<() => void>()
-  /** Messages `deliverNow` waits to see leave the outbox, with its waiters. */
-  const leaving = new Map<string, Array<() => void>>()
+  /**
+   * Messages `deliverNow` waits to see leave the outbox, each with its waiter: a message is one
+   * turn's, so one `deliverNow` waits for it at most.
+   */
+  const leaving = new Map<string, () => void>()
   const left = (messageId: string) => {
-    const waiters = leaving.get(messageId)
-    if (waiters === undefined) return
+    const resolve = leaving.get(messageId)
     leaving.delete(messageId)
-    for (const resolve of waiters) resolve()
+    resolve?.()
   }
   /** Per session, the drain this process is running for it, so `deliverNow` can wait for it. */
   const draining = new Map<string, Promise<void>>()
@@ -329,7 +331,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       resolve = settle
     })
     // Listening before the look, so a try that ends in between is heard.
-    leaving.set(messageId, [...(leaving.get(messageId) ?? []), resolve])
+    leaving.set(messageId, resolve)
     const cancel = context.clock.setTimer(() => left(messageId), LEAVE_WAIT_MS)
     try {
       const message = await context.storage.messages.get({ id: messageId })
@@ -338,9 +340,7 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
       context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
     } finally {
       cancel()
-      const waiters = leaving.get(messageId)?.filter((waiter) => waiter !== resolve) ?? []
-      if (waiters.length > 0) leaving.set(messageId, waiters)
-      else leaving.delete(messageId)
+      if (leaving.get(messageId) === resolve) leaving.delete(messageId)
     }
   }
 
