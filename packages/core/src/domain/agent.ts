@@ -157,12 +157,12 @@ export interface Agent {
   readonly id: number
   readonly companyId: number
   readonly name: string
-  readonly role?: string
+  readonly role?: string | undefined
   readonly kind: AgentKind
   readonly systemPrompt: string
   readonly llmModel: string
-  readonly routingModel?: string
-  readonly routingConfig?: RoutingConfig
+  readonly routingModel?: string | undefined
+  readonly routingConfig?: RoutingConfig | undefined
   readonly maxDepth: number
   readonly handoff: HandoffConfig
   readonly fallbackReply: string | null
