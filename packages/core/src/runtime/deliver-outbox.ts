@@ -1,5 +1,6 @@
 import { addressedFor, type Message, type Session } from '../domain/session.js'
 import type { Integration, OutboxItem } from '../ports/storage.js'
+import { recordOutcome } from './record-outcome.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { setTimerUntil } from './timer-until.js'
 
@@ -7,14 +8,6 @@ import { setTimerUntil } from './timer-until.js'
 export const MAX_DELIVERY_ATTEMPTS = 5
 const CLAIM_LEASE_MS = 30_000
 const SWEEP_BATCH = 50
-/**
- * Waits before the next try of an outcome's record (sent, failed, blocked, retry later) that the
- * storage failed, real time: about 13 s in all, well inside the claim's lease, so no other process
- * takes the message meanwhile. A reply the platform accepted is then sent once, not again by the
- * sweep that would find its claim run out (CONTRACT §11), and a failed try keeps its retry time.
- */
-const RECORD_RETRY_MS = [50, 100, 200, 400, 800, 1600, 3200, 6400] as const
-
 export function retryDelayMs(failedAttempts: number): number {
   return 1000 * 2 ** (failedAttempts - 1)
 }
@@ -122,25 +115,9 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
     return work
   }
 
-  /**
-   * Writes the outcome of a try, again after a storage failure while the claim lasts: the outcome
-   * is known here only, and lost it would be tried again when the claim runs out.
-   */
-  async function record<T>(messageId: string, write: () => Promise<T>): Promise<T> {
-    for (let failures = 0; ; failures += 1) {
-      try {
-        return await write()
-      } catch (error) {
-        const wait = RECORD_RETRY_MS[failures]
-        if (wait === undefined) throw error
-        context.logger.warn(
-          { messageId, error: String(error) },
-          'could not record a delivery attempt; trying again',
-        )
-        await new Promise((resolve) => setTimeout(resolve, wait))
-      }
-    }
-  }
+  /** Writes the outcome of a try, again after a storage failure while the claim lasts. */
+  const record = <T>(messageId: string, write: () => Promise<T>): Promise<T> =>
+    recordOutcome(context, { what: 'a delivery attempt', messageId }, write)
 
   const scheduleRetry = (messageId: string, availableAt: Date) => {
     if (stopped) return
