@@ -309,4 +309,28 @@ export const MIGRATIONS: readonly Migration[] = [
       'CREATE INDEX outbox_session_insertion ON outbox (session_id, insertion)',
     ],
   },
+  {
+    version: 6,
+    name: 'pending human transfers',
+    statements: [
+      // A transfer to a human from the pause's commit to its outcome's; claimed like the outbox,
+      // and only once none of after_message_ids (its announcement) is in the outbox. Rows live
+      // for the seconds a call takes, so a sweep reads a handful: no index but the key.
+      `CREATE TABLE human_transfers (
+        id uuid PRIMARY KEY,
+        company_id integer NOT NULL,
+        session_id uuid NOT NULL REFERENCES sessions (id),
+        integration_id bigint NOT NULL,
+        agent_id integer NOT NULL,
+        operator_id bigint,
+        group_id bigint,
+        system_message boolean NOT NULL,
+        pauses integer NOT NULL,
+        after_message_ids uuid[] NOT NULL,
+        lease_token text NOT NULL,
+        leased_until timestamptz NOT NULL,
+        insertion bigserial NOT NULL
+      )`,
+    ],
+  },
 ]

@@ -6,6 +6,7 @@ import { createAgentRepository } from './storage/agent-repository.js'
 import { createApiTokenRepository } from './storage/api-token-repository.js'
 import { createBillingRepository } from './storage/billing-repository.js'
 import { createCompanyRepository } from './storage/company-repository.js'
+import { createHumanTransferRepository } from './storage/human-transfer-repository.js'
 import { createIntegrationRepository } from './storage/integration-repository.js'
 import { type AvailabilityListeners, createJobQueue } from './storage/job-queue.js'
 import { createKnowledgeDocumentRepository } from './storage/knowledge-document-repository.js'
@@ -81,6 +82,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
     sessions: createSessionRepository(client),
     messages: createMessageRepository(client),
     outbox: createOutboxRepository(client),
+    humanTransfers: createHumanTransferRepository(client),
     jobs: createJobQueue({ client, channel, listeners: availability }),
     companies: createCompanyRepository(client),
     users: createUserRepository(client),

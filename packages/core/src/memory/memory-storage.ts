@@ -4,6 +4,11 @@ import { type ApiTokenTable, createApiTokenRepository, createApiTokenTable } fro
 import { type BillingTable, createBillingRepository, createBillingTable } from './billing-repository.js'
 import { type CompanyTable, createCompanyRepository, createCompanyTable } from './company-repository.js'
 import {
+  createHumanTransferRepository,
+  createHumanTransferTable,
+  type HumanTransferTable,
+} from './human-transfer-repository.js'
+import {
   createIntegrationRepository,
   createIntegrationTable,
   type IntegrationTable,
@@ -60,6 +65,7 @@ interface Tables {
   readonly sessions: SessionTable
   readonly messages: MessageTable
   readonly outbox: OutboxTable
+  readonly humanTransfers: HumanTransferTable
   readonly jobs: JobTable
   readonly companies: CompanyTable
   readonly users: UserTable
@@ -84,6 +90,11 @@ function createRepositories(
     sessions: createSessionRepository({ sessions: tables.sessions, statement }),
     messages: createMessageRepository({ messages: tables.messages, statement }),
     outbox: createOutboxRepository({ outbox: tables.outbox, messages: tables.messages, statement }),
+    humanTransfers: createHumanTransferRepository({
+      transfers: tables.humanTransfers,
+      outbox: tables.outbox,
+      statement,
+    }),
     jobs: createJobQueue({ jobs: tables.jobs, listeners, statement }),
     companies: createCompanyRepository({ companies: tables.companies, statement }),
     users: createUserRepository({ users: tables.users, statement }),
@@ -118,6 +129,7 @@ export function createMemoryStorage(): Storage {
     sessions: createSessionTable(),
     messages: createMessageTable(),
     outbox: createOutboxTable(),
+    humanTransfers: createHumanTransferTable(),
     jobs: createJobTable(),
     companies: createCompanyTable(),
     users: createUserTable(),

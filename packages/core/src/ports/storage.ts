@@ -220,6 +220,73 @@ export interface OutboxRepository {
   removeWaiting(options: { sessionId: string; messageIds: readonly string[]; now: Date }): Promise<string[]>
 }
 
+/**
+ * A transfer to a human that a session was paused for and that the platform has not been asked for
+ * yet (or whose outcome is not recorded yet): kept from the pause's commit until the outcome's.
+ */
+export interface PendingHumanTransfer {
+  readonly id: string
+  readonly sessionId: string
+  readonly companyId: number
+  readonly integrationId: string
+  /** The human agent the session went to: the transfer is made only while it is still active. */
+  readonly agentId: number
+  readonly operatorId?: number
+  readonly groupId?: number
+  readonly systemMessage: boolean
+  /**
+   * The session's pause count (`metadata.pauses`) as the transfer paused it: a resume, and a pause
+   * after it, tell a later state from the one the transfer was made for.
+   */
+  readonly pauses: number
+  readonly leaseToken: string
+}
+
+/**
+ * Transfers to a human waiting to be made. A transfer is added in the transaction that pauses its
+ * session, claimed by the holder of `leaseToken` until then, and leaves with `remove` in the
+ * transaction that records its outcome: one left behind by a process that died is claimed again
+ * once its lease ran out. A transfer waits for the messages it follows (a handoff's announcement):
+ * it cannot be claimed while one of them is in the outbox.
+ */
+export interface HumanTransferRepository {
+  /**
+   * Inside the transaction that pauses the session; claimed at once by `leaseToken` until
+   * `leasedUntil`, so the process pausing it makes it unless it dies first.
+   */
+  add(
+    transfer: Omit<PendingHumanTransfer, 'leaseToken'> & {
+      /** Message ids it follows; they are stored in the same transaction. */
+      after: readonly string[]
+      leaseToken: string
+      leasedUntil: Date
+    },
+  ): Promise<void>
+  /**
+   * Claims the transfer, or takes its claim again for `leaseToken` (its own, even run out), if no
+   * other live lease holds it and none of the messages it follows is in the outbox; null otherwise
+   * (gone, held by another, or waiting for its messages).
+   */
+  claim(options: {
+    id: string
+    now: Date
+    leaseMs: number
+    leaseToken: string
+  }): Promise<PendingHumanTransfer | null>
+  /**
+   * Claims up to `limit` transfers no live lease holds whose messages have all left the outbox,
+   * the earliest added first.
+   */
+  claimDue(options: {
+    now: Date
+    limit: number
+    leaseMs: number
+    leaseToken: string
+  }): Promise<PendingHumanTransfer[]>
+  /** Done with it (made, failed, or no longer wanted). False, changing nothing, unless this claim holds it. */
+  remove(options: { id: string; leaseToken: string }): Promise<boolean>
+}
+
 export interface JobLease {
   readonly jobId: string
   readonly companyId: number
@@ -562,6 +629,7 @@ export interface Repositories {
   readonly sessions: SessionRepository
   readonly messages: MessageRepository
   readonly outbox: OutboxRepository
+  readonly humanTransfers: HumanTransferRepository
   readonly jobs: JobQueue
   readonly companies: CompanyRepository
   readonly users: UserRepository

@@ -15,6 +15,7 @@ const REPOSITORIES: Readonly<Record<keyof Repositories, true>> = {
   sessions: true,
   messages: true,
   outbox: true,
+  humanTransfers: true,
   jobs: true,
   companies: true,
   users: true,

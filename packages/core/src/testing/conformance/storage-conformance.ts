@@ -4,6 +4,7 @@ import type { Agent } from '../../domain/agent.js'
 import type { Message, Session } from '../../domain/session.js'
 import type { Storage } from '../../ports/storage.js'
 import { runAccountStorageConformance } from './account-storage-conformance.js'
+import { runHumanTransferConformance } from './human-transfer-conformance.js'
 import {
   at,
   type Channel,
@@ -1960,4 +1961,5 @@ export function runStorageConformance(
   })
 
   runAccountStorageConformance(name, createStorage, options)
+  runHumanTransferConformance(name, createStorage, options)
 }
