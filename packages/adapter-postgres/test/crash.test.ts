@@ -1,9 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import {
+  agentInputSchema,
+  type Clock,
   type Completion,
   createMemoryKnowledgeIndex,
   createSwitchboard,
+  createSystemClock,
   type LlmProvider,
   type Storage,
   type Switchboard,
@@ -16,6 +19,7 @@ const connectionString = process.env.DATABASE_URL
 /** Renewed every third of it, so a worker whose timers run a second late still keeps its lease. */
 const LEASE_MS = 2000
 const worker = new URL('./support/hanging-worker.ts', import.meta.url).pathname
+const transferWorker = new URL('./support/hanging-transfer-worker.ts', import.meta.url).pathname
 
 /** Answers every message at once with a text that names it, so replies can be matched to messages. */
 const answeringModel: LlmProvider = {
@@ -161,6 +165,111 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
         const jobs = await db.query<{ state: string }>('SELECT state FROM jobs ORDER BY id')
         expect(jobs.map((job) => job.state)).toEqual(['done', 'done'])
         expect(await db.query('SELECT message_id FROM outbox')).toEqual([])
+      } finally {
+        await Promise.all(switchboards.map((switchboard) => switchboard.stop()))
+      }
+    }, 40_000)
+
+    it("makes a transfer to a human from another process when the one that paused the session died before the platform's answer", async () => {
+      const { companyId, integration, agent: reception } = await seedChannel(storage)
+      const at = new Date()
+      const human = await storage.agents.create({
+        ...agentInputSchema.parse({ name: 'Humans', kind: 'human' }),
+        companyId,
+        at,
+      })
+      await storage.agents.update({
+        companyId,
+        id: reception.id,
+        patch: {
+          handoff: {
+            ...reception.handoff,
+            enabled: true,
+            allowedTargets: [human.id],
+            handoffMessageTemplate: 'A colleague will take over.',
+            msgplatform: { targetGroupId: 7, sendSystemMessage: false },
+          },
+        },
+        at,
+      })
+      const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', transferWorker], {
+        env: {
+          ...process.env,
+          DATABASE_URL: connectionString,
+          SCHEMA: schema,
+          HUMAN_AGENT_ID: String(human.id),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      children.push(child)
+      let stdout = ''
+      let stderr = ''
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString()
+      })
+      const output = (line: string) =>
+        new Promise<void>((resolve, reject) => {
+          child.stdout!.on('data', (chunk: Buffer) => {
+            stdout += chunk.toString()
+            if (stdout.includes(`${line}\n`)) resolve()
+          })
+          child.once('exit', (code, signal) =>
+            reject(new Error(`worker exited (${code ?? signal}): ${stderr}`)),
+          )
+        })
+      const ready = output('ready')
+      const transferCalled = output('transfer-called')
+      await ready
+
+      const switchboards: Switchboard[] = []
+      try {
+        // Takes the message in; the worker process runs its turn.
+        const front = createSwitchboard({
+          storage,
+          model: answeringModel,
+          knowledge: createMemoryKnowledgeIndex(),
+          connectors: [createRecordingConnector({ humanTransfer: true })],
+          concurrency: 0,
+        })
+        switchboards.push(front)
+        const ingested = await front.ingest({
+          integrationId: integration.id,
+          clientId: 'customer',
+          text: 'I want to talk to a person',
+        })
+        const sessionId = ingested._unsafeUnwrap().session.id
+        await transferCalled
+        await front.stop()
+        child.kill('SIGKILL')
+        expect((await storage.sessions.get({ id: sessionId }))?.state).toBe('paused')
+
+        // Two minutes ahead, past the dead process's claim: its first sweep may take the transfer.
+        const system = createSystemClock()
+        const ahead: Clock = { now: () => new Date(Date.now() + 120_000), setTimer: system.setTimer }
+        const platform = createRecordingConnector({ humanTransfer: true, externalReference: 'request-42' })
+        const survivor = createSwitchboard({
+          storage,
+          model: answeringModel,
+          knowledge: createMemoryKnowledgeIndex(),
+          connectors: [platform],
+          clock: ahead,
+          pollMs: 100,
+          concurrency: 0,
+        })
+        switchboards.push(survivor)
+        await expect.poll(() => platform.transfers.length, { timeout: 15_000, interval: 50 }).toBe(1)
+        await survivor.idle()
+
+        expect(platform.transfers).toEqual([{ sessionId, groupId: 7, systemMessage: false, sentBefore: 0 }])
+        const session = await storage.sessions.get({ id: sessionId })
+        expect(session?.state).toBe('paused')
+        expect(session?.pauseState?.externalReference).toBe('request-42')
+        const messages = await storage.messages.list({ sessionId, limit: 10 })
+        expect(messages.map((message) => [message.role, message.text, message.delivery ?? null])).toEqual([
+          ['customer', 'I want to talk to a person', null],
+          ['system', 'A colleague will take over.', 'sent'],
+        ])
+        expect(await db.query('SELECT id FROM human_transfers')).toEqual([])
       } finally {
         await Promise.all(switchboards.map((switchboard) => switchboard.stop()))
       }

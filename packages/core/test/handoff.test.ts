@@ -333,6 +333,10 @@ describe('transfer to a human', () => {
     const session = await customer.session()
     expect(session.state).toBe('paused')
     expect(session.pauseState?.reason).toContain('platform answered 503')
+    // Recorded, so not tried again (CONTRACT §6 retries replies, not transfers).
+    await harness.clock.advance(120_000)
+    await harness.switchboard.idle()
+    expect(harness.connector.transfers).toHaveLength(1)
   })
 
   it('records HUMAN_TRANSFER_UNSUPPORTED on a channel without human transfer; the caller keeps the turn', async () => {

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import {
+  agentInputSchema,
   type Completion,
   createMemoryKnowledgeIndex,
   createSwitchboard,
+  type HumanTransferOutcome,
   type Integration,
   type LlmProvider,
   type Storage,
@@ -12,6 +14,7 @@ import {
   createManualClock,
   createRecordingConnector,
   createScriptedModel,
+  handoff,
   reply,
   seedChannel,
 } from '@switchboard/core/testing'
@@ -596,6 +599,110 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       await switchboard.stop()
       await lateStorage.close()
       await parkLeftoverJobs(storage)
+    }
+  })
+
+  it('makes a transfer to a human whose switchboard stopped after the pause committed, from another one', async () => {
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { companyId, integration, agent: reception } = await seedChannel(storage)
+    const at = new Date()
+    const human = await storage.agents.create({
+      ...agentInputSchema.parse({ name: 'Humans', kind: 'human' }),
+      companyId,
+      at,
+    })
+    await storage.agents.update({
+      companyId,
+      id: reception.id,
+      patch: {
+        handoff: {
+          ...reception.handoff,
+          enabled: true,
+          allowedTargets: [human.id],
+          handoffMessageTemplate: 'A colleague will take over.',
+          msgplatform: { targetGroupId: 7, sendSystemMessage: false },
+        },
+      },
+      at,
+    })
+    const otherStorage =
+      context.otherDb === undefined ? storage : await createPostgresStorage({ db: context.otherDb() })
+    const model = createScriptedModel()
+    model.script(reception.id, handoff(human.id, 'wants a person'))
+    // The first switchboard's platform never answers the transfer: its process is as good as dead.
+    const called = deferred()
+    const hung = deferred<HumanTransferOutcome>()
+    const stale = createRecordingConnector({ humanTransfer: true })
+    stale.transferToHuman = () => {
+      called.resolve()
+      return hung.promise
+    }
+    const platform = createRecordingConnector({ humanTransfer: true, externalReference: 'request-42' })
+    const staleClock = createManualClock(at)
+    // Past the stale claim's lease: the survivor's first sweep may take the transfer.
+    const laterClock = createManualClock(new Date(at.getTime() + 2 * 60_000))
+    const switchboards: Switchboard[] = []
+    try {
+      const first = createSwitchboard({
+        storage,
+        model,
+        knowledge: createMemoryKnowledgeIndex(),
+        connectors: [stale],
+        clock: staleClock,
+        concurrency: 1,
+      })
+      switchboards.push(first)
+      const ingested = await first.ingest({
+        integrationId: integration.id,
+        clientId: 'customer',
+        text: 'I want to talk to a person',
+      })
+      const sessionId = ingested._unsafeUnwrap().session.id
+      await called.promise
+      await first.stop({ timeoutMs: 1 })
+
+      const survivor = createSwitchboard({
+        storage: otherStorage,
+        model: createScriptedModel(),
+        knowledge: createMemoryKnowledgeIndex(),
+        connectors: [platform],
+        clock: laterClock,
+        concurrency: 0,
+      })
+      switchboards.push(survivor)
+      await expect
+        .poll(
+          async () => {
+            await laterClock.advance(1_000)
+            return platform.transfers.length
+          },
+          { timeout: 10_000 },
+        )
+        .toBe(1)
+      await survivor.idle()
+
+      expect(platform.transfers).toEqual([{ sessionId, groupId: 7, systemMessage: false, sentBefore: 0 }])
+      expect(stale.sent.map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+      const session = await storage.sessions.get({ id: sessionId })
+      expect(session?.state).toBe('paused')
+      expect(session?.activeAgentId).toBe(human.id)
+      expect(session?.pauseState?.externalReference).toBe('request-42')
+
+      // The stale call answers at last: its claim was taken over, so it records nothing.
+      hung.resolve({ ok: true, externalReference: 'too-late' })
+      await first.idle()
+      expect((await storage.sessions.get({ id: sessionId }))?.pauseState?.externalReference).toBe(
+        'request-42',
+      )
+      const left = await context
+        .db()
+        .query('SELECT id FROM human_transfers WHERE session_id = $1::uuid', [sessionId])
+      expect(left).toEqual([])
+    } finally {
+      hung.resolve({ ok: false, error: 'test over' })
+      await Promise.all(switchboards.map((switchboard) => switchboard.stop()))
+      if (otherStorage !== storage) await otherStorage.close()
     }
   })
 }

@@ -14,6 +14,7 @@ import { checkConnector, checkSwitchboardOptions } from './check-options.js'
 import { coalesceReads } from './coalesce-reads.js'
 import { createDeliveryService } from './deliver-outbox.js'
 import type { SwitchboardEvents } from './events.js'
+import { createHumanTransferService } from './human-transfer.js'
 import type { InboundMessage, IngestOptions, IngestResult } from './ingest.js'
 import { createIngestQueue } from './ingest-queue.js'
 import { type CustomerAddress, openSession } from './open-session.js'
@@ -120,11 +121,16 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
     enforceCredits: options.enforceCredits ?? false,
   }
   const delivery = createDeliveryService(context)
-  const workers = createWorkerPool(context, delivery, {
-    concurrency: options.concurrency ?? 8,
-    pollMs: options.pollMs ?? 1000,
-  })
-  const sessions = createSessionOperations(context, delivery)
+  const transfers = createHumanTransferService(context, delivery)
+  const workers = createWorkerPool(
+    context,
+    { delivery, transfers },
+    {
+      concurrency: options.concurrency ?? 8,
+      pollMs: options.pollMs ?? 1000,
+    },
+  )
+  const sessions = createSessionOperations(context, delivery, transfers)
   const ingestQueue = createIngestQueue(context, workers)
   const readIntegrations = coalesceReads(
     (ids) => options.storage.integrations.getMany({ ids }),
@@ -147,6 +153,9 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
   const scheduleSweep = () => {
     sweepCancel = context.clock.setTimer(() => {
       delivery.sweep().catch((error) => context.logger.error({ error: String(error) }, 'outbox sweep failed'))
+      transfers
+        .sweep()
+        .catch((error) => context.logger.error({ error: String(error) }, 'human transfer sweep failed'))
       scheduleSweep()
     }, sweepEvery * 5)
   }
@@ -184,7 +193,8 @@ export function createSwitchboard(options: SwitchboardOptions): Switchboard {
         try {
           await workers.stop(timeoutMs)
           delivery.stop()
-          await Promise.race([delivery.settled(), deadline])
+          transfers.stop()
+          await Promise.race([Promise.all([delivery.settled(), transfers.settled()]), deadline])
         } finally {
           clearTimeout(timer)
         }

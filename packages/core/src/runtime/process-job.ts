@@ -10,9 +10,15 @@ import { supportsHumanTransfer } from '../ports/connector.js'
 import type { Integration, JobLease } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
-import { transferToHuman } from './human-transfer.js'
+import { addHumanTransfer, type HumanTransferService, type HumanTransferTicket } from './human-transfer.js'
 import { emitSafely, listening, type RuntimeContext } from './runtime-context.js'
 import { updateSession } from './update-session.js'
+
+/** What leaves after a turn's commit: replies through the outbox, then a transfer to a human. */
+export interface OutgoingServices {
+  readonly delivery: DeliveryService
+  readonly transfers: HumanTransferService
+}
 
 /** Thrown inside the commit when the job's lease was taken over: nothing of the turn lands. */
 export class LeaseLost extends Error {
@@ -97,7 +103,7 @@ async function readJob(
  */
 export async function processJob(
   context: RuntimeContext,
-  delivery: DeliveryService,
+  { delivery, transfers }: OutgoingServices,
   lease: JobLease,
   known?: KnownJob,
 ): Promise<void> {
@@ -186,8 +192,10 @@ export async function processJob(
     const blocking = transferring ? blockPending(tx, current.id, ['agent', 'system'], now) : undefined
     const writes: Promise<unknown>[] = []
     const inserting: Promise<Message>[] = []
+    const outgoingIds: string[] = []
     for (const outgoing of outcome.outgoing) {
       const id = context.ids.uuid()
+      outgoingIds.push(id)
       inserting.push(
         tx.messages.insert({
           id,
@@ -215,7 +223,15 @@ export async function processJob(
         )
       }
     }
-    const value = { stored: [] as Message[], silenced, transferring }
+    // Kept until it is made, so a process that dies after this commit leaves it to another; it
+    // follows this turn's messages, the announcement, out.
+    let transfer: HumanTransferTicket | undefined
+    if (transferring && outcome.humanTransfer !== undefined) {
+      const added = addHumanTransfer(context, tx, next, outcome.humanTransfer, outgoingIds)
+      transfer = added.ticket
+      writes.push(added.adding)
+    }
+    const value = { stored: [] as Message[], silenced, transfer }
     const replies = inserting.length
     if (blocking !== undefined) writes.push(blocking)
     return {
@@ -249,10 +265,9 @@ export async function processJob(
   const { session: saved, previous, value } = committed.value
   announceOutcome(context, saved, previous, outcome, value.stored)
   const deliverable = value.silenced ? [] : value.stored.map((reply) => reply.id)
-  if (value.transferring && outcome.humanTransfer !== undefined) {
+  if (value.transfer !== undefined) {
     // The announcement reaches the customer before the conversation leaves for the human queue.
-    await delivery.deliverNow(deliverable)
-    await transferToHuman(context, saved, outcome.humanTransfer)
+    await transfers.makeAfter(value.transfer)
   } else {
     delivery.deliverSoon(
       deliverable,

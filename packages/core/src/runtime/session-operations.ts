@@ -12,10 +12,11 @@ import {
 import { withJourneyStep } from '../domain/shared-context.js'
 import { storableText } from '../domain/storable-text.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
+import { supportsHumanTransfer } from '../ports/connector.js'
 import { type Repositories, TransactionConflictError } from '../ports/storage.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
-import { transferToHuman } from './human-transfer.js'
+import { addHumanTransfer, type HumanTransferService, type HumanTransferTicket } from './human-transfer.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { backOff, MAX_ATTEMPTS, updateSession } from './update-session.js'
 
@@ -79,12 +80,19 @@ async function firstDelivery(tx: Repositories, delivery: WebhookDeliveryKey | un
   return delivery === undefined || (await tx.webhookDeliveries.record(delivery))
 }
 
+/** A reassign's agent, and the transfer to a human it added, to make once it committed. */
+interface Reassigned {
+  readonly agent: Agent
+  readonly transfer?: HumanTransferTicket
+}
+
 /** Thrown to take back an operator's message whose session was closed before it could commit. */
 class ClosedMeanwhile extends Error {}
 
 export function createSessionOperations(
   context: RuntimeContext,
   delivery: DeliveryService,
+  transfers: HumanTransferService,
 ): SessionOperations {
   const now = () => context.clock.now()
 
@@ -160,7 +168,7 @@ export function createSessionOperations(
       // Also read, and held, in the transaction below; this answers an unknown agent without one.
       const known = await context.storage.agents.get({ companyId: target.companyId, id: target.agentId })
       if (known === null) return err(unknownAgent())
-      const result = await updateSession<Agent>(context.storage, target, async (current, tx) => {
+      const result = await updateSession<Reassigned>(context.storage, target, async (current, tx) => {
         if (current.state === 'closed') {
           return { error: switchboardError('INVALID_STATE', 'cannot reassign a closed session') }
         }
@@ -177,17 +185,27 @@ export function createSessionOperations(
           },
           updatedAt: at.toISOString(),
         }
-        if (agent.kind === 'human') {
-          const paused = transition(current, { type: 'transfer', at })
-          if (paused.isErr()) return { error: paused.error }
-          session = withState(session, paused.value)
-          // Paused for the human: the agents' replies that have not left stay unsent (spec: paused).
-          await blockPending(tx, current.id, ['agent', 'system'], at)
-        }
-        return { session, value: agent }
+        if (agent.kind !== 'human') return { session, value: { agent } }
+        const paused = transition(current, { type: 'transfer', at })
+        if (paused.isErr()) return { error: paused.error }
+        session = withState(session, paused.value)
+        // Paused for the human: the agents' replies that have not left stay unsent (spec: paused).
+        await blockPending(tx, current.id, ['agent', 'system'], at)
+        // On a channel that can transfer (not webchat), kept until made: a process that dies
+        // after this commit leaves it to another.
+        const integration = await tx.integrations.get({ id: current.integrationId })
+        const connector = integration === null ? undefined : context.connectors.get(integration.type)
+        if (connector === undefined || !supportsHumanTransfer(connector)) return { session, value: { agent } }
+        const transferTarget = resolveHumanTransferTarget({
+          human: agent,
+          request: { operatorId: target.operatorId, groupId: target.groupId },
+        })
+        const { ticket, adding } = addHumanTransfer(context, tx, session, transferTarget, [])
+        await adding
+        return { session, value: { agent, transfer: ticket } }
       })
       if (result.isErr()) return err(result.error)
-      const { session, previous, value: agent } = result.value
+      const { session, previous, value } = result.value
       emitSafely(context, 'agent-changed', {
         companyId: session.companyId,
         sessionId: session.id,
@@ -203,12 +221,8 @@ export function createSessionOperations(
           to: session.state,
         })
       }
-      if (agent.kind !== 'human') return ok(session)
-      const transferTarget = resolveHumanTransferTarget({
-        human: agent,
-        request: { operatorId: target.operatorId, groupId: target.groupId },
-      })
-      return ok(await transferToHuman(context, session, transferTarget))
+      if (value.transfer === undefined) return ok(session)
+      return ok((await transfers.makeAfter(value.transfer)) ?? session)
     },
 
     async sendOperatorMessage(target) {

@@ -1,7 +1,6 @@
 import type { JobLease } from '../ports/storage.js'
-import type { DeliveryService } from './deliver-outbox.js'
 import { giveBackJob } from './give-back-job.js'
-import { type KnownJob, LeaseLost, processJob } from './process-job.js'
+import { type KnownJob, LeaseLost, type OutgoingServices, processJob } from './process-job.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { setTimerUntil } from './timer-until.js'
 import { updateSession } from './update-session.js'
@@ -46,7 +45,7 @@ export interface WorkerPool extends JobHandOff {
 
 export function createWorkerPool(
   context: RuntimeContext,
-  delivery: DeliveryService,
+  outgoing: OutgoingServices,
   options: { concurrency: number; pollMs: number },
 ): WorkerPool {
   const running = new Map<JobLease, Promise<void>>()
@@ -145,7 +144,7 @@ export function createWorkerPool(
 
   async function runJob(lease: JobLease, known: KnownJob | undefined): Promise<void> {
     try {
-      await processJob(context, delivery, lease, known)
+      await processJob(context, outgoing, lease, known)
     } catch (error) {
       if (!(error instanceof LeaseLost)) {
         context.logger.error(
@@ -259,7 +258,7 @@ export function createWorkerPool(
         pool.wake()
         while (pumping !== null) await pumping
         if (running.size === 0) {
-          await delivery.settled()
+          await Promise.all([outgoing.delivery.settled(), outgoing.transfers.settled()])
           if (pumping === null && running.size === 0) return
           // A wake while the deliveries settled is leasing, or leased, more work: look again. A
           // race of no running jobs would never end.
