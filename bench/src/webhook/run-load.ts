@@ -61,7 +61,7 @@ const median = (values: readonly number[]): number => {
 const medianOrUndefined = (values: readonly (number | undefined)[]): number | undefined =>
   values.some((value) => value === undefined) ? undefined : median(values as number[])
 
-export async function runOnce(target: WebhookTarget, connections: number, seconds: number): Promise<Round> {
+async function runOnce(target: WebhookTarget, connections: number, seconds: number): Promise<Round> {
   const databaseBefore = await target.sampleDatabaseCpu?.()
   const cpuBefore = mainThreadCpuMicroseconds()
   const before = performance.eventLoopUtilization()

@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type RequestHandler } from 'express'
 import type { RouteLogger } from './handle.js'
 import { sendError } from './send-error.js'
 
-export const BODY_LIMIT_BYTES = 1024 * 1024
+const BODY_LIMIT_BYTES = 1024 * 1024
 
 /**
  * Every string of a body with each lone surrogate (a JSON escape such as `\ud800`) replaced by

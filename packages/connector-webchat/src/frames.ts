@@ -6,7 +6,7 @@ export const MAX_MESSAGE_CHARACTERS = 4000
 /** Longest frame a client may send; a longer one closes the connection with 1009. */
 export const MAX_FRAME_BYTES = 64 * 1024
 /** Longest `clientMessageId`; it is the message's idempotency key, not content. */
-export const MAX_CLIENT_MESSAGE_ID_LENGTH = 100
+const MAX_CLIENT_MESSAGE_ID_LENGTH = 100
 
 export interface SessionFrame {
   readonly type: 'session'

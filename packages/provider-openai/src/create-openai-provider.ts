@@ -12,7 +12,7 @@ export const DEFAULT_MAX_RETRIES = 2
  * openai package honours any wait; one of an hour would hold the session's turn, and every
  * message after it, that long. Asked for more, the package's own backoff applies instead.
  */
-export const MAX_RETRY_AFTER_MS = 10_000
+const MAX_RETRY_AFTER_MS = 10_000
 
 interface AttemptOptions {
   /** How long one attempt may take, in milliseconds. Default 30 s. */

@@ -2,7 +2,7 @@
  * The first key of the per-session advisory lock (`pg_advisory_xact_lock(key, hashtext(session))`).
  * Two-key advisory locks never meet the one-key lock of the migrations.
  */
-export const SESSION_LOCK_KEY = 1_935_762_041
+const SESSION_LOCK_KEY = 1_935_762_041
 
 /**
  * SQL that takes the session's transaction-scoped lock, for a `FROM` clause. Message inserts and

@@ -3,13 +3,13 @@ import { z } from 'zod'
 /** The routing chain never goes deeper than this, whatever `maxDepth` says. */
 export const MAX_ROUTING_DEPTH = 5
 export const DEFAULT_FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again shortly."
-export const DEFAULT_LLM_MODEL = 'gpt-4o-mini'
+const DEFAULT_LLM_MODEL = 'gpt-4o-mini'
 
 /** Agent ids and `maxDepth` are stored as PostgreSQL integers. */
 const INT4_MAX = 2_147_483_647
 const agentId = z.number().int().positive().max(INT4_MAX)
 
-export const msgplatformHandoffSchema = z.strictObject({
+const msgplatformHandoffSchema = z.strictObject({
   targetOperatorId: z.number().int().optional(),
   targetGroupId: z.number().int().optional(),
   sendSystemMessage: z.boolean().default(true),
@@ -24,7 +24,7 @@ export const handoffConfigSchema = z.strictObject({
   msgplatform: msgplatformHandoffSchema.default({ sendSystemMessage: true }),
 })
 
-export const routeSchema = z.strictObject({
+const routeSchema = z.strictObject({
   id: z.string().min(1).max(100),
   agentId,
   description: z.string().max(2000),
@@ -36,7 +36,7 @@ export const routingConfigSchema = z.strictObject({
   confidenceThreshold: z.number().min(0).max(1).default(0.5),
 })
 
-export const agentKindSchema = z.enum(['ai', 'human'])
+const agentKindSchema = z.enum(['ai', 'human'])
 
 /** The body of `POST /api/agents`; parsing fills in the defaults of the fields left out. */
 export const agentInputSchema = z.strictObject({

@@ -33,7 +33,3 @@ function problemsOf(issue: z.core.$ZodIssue): FieldProblem[] {
   }
   return [{ path: pathOf(issue.path), message: issue.message }]
 }
-
-export function fieldError(path: string, message: string, summary: string): SwitchboardError {
-  return switchboardError('VALIDATION_ERROR', summary, [{ path, message }])
-}

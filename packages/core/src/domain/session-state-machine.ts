@@ -78,7 +78,7 @@ export function transition(
   }
 }
 
-export function buildPauseState(
+function buildPauseState(
   at: Date,
   reason?: string,
   externalReference?: string,

@@ -44,12 +44,12 @@ const name = z.string().trim().min(1).max(200)
 const entryAgentId = z.number().int().positive().max(2_147_483_647)
 const webhookSecret = z.string().min(MIN_WEBHOOK_SECRET_LENGTH).max(500)
 
-export const msgplatformConfigSchema = z.strictObject({
+const msgplatformConfigSchema = z.strictObject({
   apiBaseUrl,
   apiToken,
 })
 
-export const webchatConfigSchema = z.strictObject({
+const webchatConfigSchema = z.strictObject({
   allowedOrigins: z.array(origin).max(100).optional(),
 })
 

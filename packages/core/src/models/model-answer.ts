@@ -7,7 +7,7 @@ import type { Completion, TokenUsage, ToolCall } from '../ports/llm-provider.js'
 export const MAX_TOKENS_PER_CALL = 10_000_000
 
 /** A provider's answer that breaks the `Completion` contract: the call counts as failed. */
-export class MalformedModelAnswer extends Error {
+class MalformedModelAnswer extends Error {
   override readonly name = 'MalformedModelAnswer'
 }
 

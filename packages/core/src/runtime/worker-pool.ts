@@ -6,7 +6,7 @@ import { setTimerUntil } from './timer-until.js'
 import { updateSession } from './update-session.js'
 
 /** A job that failed this many times is dead: `PROCESSING_FAILED` is recorded on its session. */
-export const MAX_JOB_ATTEMPTS = 5
+const MAX_JOB_ATTEMPTS = 5
 
 /**
  * A worker kept free for a job its caller is about to enqueue leased to `token`

@@ -36,7 +36,7 @@ export async function cleanUp(
 }
 
 /** Far enough from the real clock that no leftover row of another run is due by accident. */
-export const BASE_TIME = Date.parse('2030-01-01T00:00:00.000Z')
+const BASE_TIME = Date.parse('2030-01-01T00:00:00.000Z')
 
 export function at(offsetMs = 0): Date {
   return new Date(BASE_TIME + offsetMs)
