@@ -5,10 +5,11 @@ import { emitSafely, type RuntimeContext } from './runtime-context.js'
 import { setTimerUntil } from './timer-until.js'
 
 /** Tries per outgoing message: the first, then after 1, 2, 4 and 8 seconds (CONTRACT §6). */
-export const MAX_DELIVERY_ATTEMPTS = 5
+const MAX_DELIVERY_ATTEMPTS = 5
 const CLAIM_LEASE_MS = 30_000
 const SWEEP_BATCH = 50
-export function retryDelayMs(failedAttempts: number): number {
+
+function retryDelayMs(failedAttempts: number): number {
   return 1000 * 2 ** (failedAttempts - 1)
 }
 

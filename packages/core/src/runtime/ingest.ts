@@ -140,7 +140,7 @@ export function sameIntegration(given: Integration, stored: Integration | null):
   )
 }
 
-export function integrationChanged(): SwitchboardError {
+function integrationChanged(): SwitchboardError {
   return switchboardError('CONFLICT', 'the integration changed since it was read; read it again')
 }
 

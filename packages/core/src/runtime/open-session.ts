@@ -68,7 +68,7 @@ export interface FoundSession {
 }
 
 /** The customer's open session, or a new one with the integration's entry agent active. */
-export async function findOrOpenSession(
+async function findOrOpenSession(
   context: RuntimeContext,
   tx: Repositories,
   integration: Integration,
