@@ -43,7 +43,6 @@ export {
   handoffConfigSchema,
   MAX_ROUTING_DEPTH,
   routingConfigSchema,
-  routingDepthCap,
 } from './domain/agent.js'
 export type { AgentPathEntry, AgentPathVia } from './domain/agent-path.js'
 export type { ErrorCode, SessionErrorCode, SwitchboardError } from './domain/errors.js'
