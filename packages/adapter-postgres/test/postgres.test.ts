@@ -17,6 +17,7 @@ import {
 import {
   createFakePasswordHasher,
   createFakeTokenSigner,
+  createRecordingConnector,
   runEventBusConformance,
   runJobQueueConformance,
   runKnowledgeIndexConformance,
@@ -24,6 +25,7 @@ import {
   seedChannel,
 } from '@switchboard/core/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { DbRow } from '../src/db.js'
 import {
   createPgDb,
   createPostgresEventBus,
@@ -896,6 +898,229 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         // Done with: no later test's workers should find this job due.
         await db.query(`UPDATE jobs SET state = 'done' WHERE session_id = $1::uuid`, [opened.id])
       }
+    })
+
+    // A customer's message and an operator's close (or the platform's close_dialog) at once: ingest
+    // read the session open, the close committed while the message's insert waited for the
+    // session's lock, and the message was stored in the closed session, where no turn answers it.
+    describe("a message that races its session's close", () => {
+      /** Another process whose next transaction, once armed, holds its commit until told. */
+      const processHoldingItsCommit = async () => {
+        let hold: { held(pid: number): void; commit: Promise<void> } | undefined
+        const holding: Db = {
+          ...secondDb,
+          transaction: (fn) =>
+            secondDb.transaction(async (client) => {
+              const result = await fn(client)
+              const armed = hold
+              hold = undefined
+              if (armed !== undefined) {
+                const [row] = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')
+                armed.held(row!.pid)
+                await armed.commit
+              }
+              return result
+            }),
+          close: async () => {},
+        }
+        const storage = await createPostgresStorage({ db: holding })
+        const switchboard = createSwitchboard({
+          storage,
+          model: createOfflineProvider(),
+          knowledge: createMemoryKnowledgeIndex(),
+          concurrency: 0,
+        })
+        return {
+          switchboard,
+          /** Runs `change` up to its commit; resolves with the pid of its connection, and `commit`. */
+          async holdCommitOf<T>(change: () => Promise<T>) {
+            let held = (_pid: number) => {}
+            const holding = new Promise<number>((resolve) => {
+              held = resolve
+            })
+            const commit = deferred()
+            hold = { held, commit: commit.promise }
+            const outcome = change()
+            return { pid: await holding, commit: commit.resolve, outcome }
+          },
+          async stop() {
+            await switchboard.stop()
+            await storage.close()
+          },
+        }
+      }
+
+      /** Resolves once a message insert waits for a lock that the connection `pid` holds. */
+      const insertWaitingFor = async (pid: number) => {
+        for (let attempt = 0; attempt < 500; attempt += 1) {
+          const [row] = await admin.query<{ waiting: string }>(
+            `SELECT count(*) AS waiting FROM pg_stat_activity
+            WHERE $1::integer = ANY(pg_blocking_pids(pid)) AND query LIKE '%INSERT INTO messages%'`,
+            [pid],
+          )
+          if (Number(row?.waiting) > 0) return
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        throw new Error('no message insert waited for the other process')
+      }
+
+      type InsertHook = (insert: () => Promise<DbRow[]>, sql: string) => Promise<DbRow[]>
+
+      /** Whether a statement inserts customer messages (ingest's), not replies or operator messages. */
+      const storesCustomerMessages = (sql: string, params: readonly unknown[] | undefined): boolean =>
+        /\bINSERT INTO messages\b/.test(sql) &&
+        (params?.[4] === 'customer' || String(params?.[0]).includes('"role":"customer"'))
+
+      /** A switchboard on `db` whose customer message inserts run through `hooks`, the first one each. */
+      const switchboardWithInsertHooks = async () => {
+        const hooks: InsertHook[] = []
+        const hooked: Db = {
+          ...db,
+          transaction: (fn) =>
+            db.transaction((client) => {
+              // Statements started after a hooked insert are sent after it, as ingest sent them.
+              let sentBefore: Promise<void> = Promise.resolve()
+              return fn({
+                query(sql, params) {
+                  const earlier = sentBefore
+                  const hook = storesCustomerMessages(sql, params) ? hooks.shift() : undefined
+                  if (hook === undefined) return earlier.then(() => client.query(sql, params))
+                  const sent = deferred()
+                  sentBefore = sent.promise
+                  const insert = () => {
+                    const inserting = client.query(sql, params)
+                    sent.resolve()
+                    return inserting
+                  }
+                  return earlier.then(() => hook(insert, sql)) as Promise<never>
+                },
+              })
+            }),
+          close: async () => {},
+        }
+        const storage = await createPostgresStorage({ db: hooked })
+        const connector = createRecordingConnector()
+        const switchboard = createSwitchboard({
+          storage,
+          model: createOfflineProvider(),
+          knowledge: createMemoryKnowledgeIndex(),
+          connectors: [connector],
+        })
+        return {
+          switchboard,
+          connector,
+          hooks,
+          async stop() {
+            await switchboard.stop()
+            await storage.close()
+          },
+        }
+      }
+
+      /**
+       * The hook that closes `session` in the other process while the insert is under way: the
+       * close saves the session, the insert is sent and waits for its lock, then the close commits.
+       */
+      const closingMeanwhile = (
+        other: Awaited<ReturnType<typeof processHoldingItsCommit>>,
+        session: Session,
+        raced: string[],
+      ): InsertHook => {
+        return async (insert, sql) => {
+          const close = await other.holdCommitOf(() =>
+            other.switchboard.sessions.close({ companyId: session.companyId, sessionId: session.id }),
+          )
+          const inserting = insert()
+          inserting.catch(() => {})
+          await insertWaitingFor(close.pid)
+          close.commit()
+          expect((await close.outcome).isOk()).toBe(true)
+          raced.push(sql.includes('jsonb_to_recordset') ? 'insertMany' : 'insert')
+          return inserting
+        }
+      }
+
+      it('is stored in a new session and answered there when the close commits first, alone', async () => {
+        const { integration } = await seedChannel(storage)
+        const other = await processHoldingItsCommit()
+        const receiving = await switchboardWithInsertHooks()
+        try {
+          const customer = { integrationId: integration.id, clientId: 'closing' }
+          const first = (await receiving.switchboard.ingest({ ...customer, text: 'hello' }))._unsafeUnwrap()
+          await receiving.switchboard.idle()
+          const raced: string[] = []
+          receiving.hooks.push(closingMeanwhile(other, first.session, raced))
+
+          const racing = await receiving.switchboard.ingest({ ...customer, text: 'are you there?' })
+          await receiving.switchboard.idle()
+
+          expect(raced).toEqual(['insert'])
+          const stored = racing._unsafeUnwrap()
+          expect(stored.session.id).not.toBe(first.session.id)
+          expect(stored.queued).toBe(true)
+          const closedSession = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
+          expect(closedSession.map((message) => message.text)).not.toContain('are you there?')
+          expect(
+            receiving.connector.sent
+              .filter((sent) => sent.sessionId === stored.session.id)
+              .map((s) => s.role),
+          ).toEqual(['agent'])
+        } finally {
+          await receiving.stop()
+          await other.stop()
+        }
+      })
+
+      it('is stored in a new session and answered there when the close commits first, in a batch', async () => {
+        const { integration } = await seedChannel(storage)
+        const other = await processHoldingItsCommit()
+        const receiving = await switchboardWithInsertHooks()
+        try {
+          const closing = { integrationId: integration.id, clientId: 'closing' }
+          const first = (await receiving.switchboard.ingest({ ...closing, text: 'hello' }))._unsafeUnwrap()
+          await receiving.switchboard.idle()
+          const raced: string[] = []
+          // A lone message's store is held until the next two have queued behind it: they are then
+          // stored together, and the close races their insert.
+          const queued = deferred()
+          receiving.hooks.push(
+            async (insert) => {
+              await queued.promise
+              return insert()
+            },
+            closingMeanwhile(other, first.session, raced),
+          )
+
+          const lone = receiving.switchboard.ingest({
+            integrationId: integration.id,
+            clientId: 'lone',
+            text: 'hi',
+          })
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          const together = [
+            receiving.switchboard.ingest({ ...closing, text: 'are you there?' }),
+            receiving.switchboard.ingest({ integrationId: integration.id, clientId: 'beside', text: 'hey' }),
+          ]
+          queued.resolve()
+          const [, racing, beside] = await Promise.all([lone, ...together])
+          await receiving.switchboard.idle()
+
+          expect(raced).toEqual(['insertMany'])
+          const stored = racing!._unsafeUnwrap()
+          expect(stored.session.id).not.toBe(first.session.id)
+          expect(beside!.isOk()).toBe(true)
+          const closedSession = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
+          expect(closedSession.map((message) => message.text)).not.toContain('are you there?')
+          expect(
+            receiving.connector.sent
+              .filter((sent) => sent.sessionId === stored.session.id)
+              .map((s) => s.role),
+          ).toEqual(['agent'])
+        } finally {
+          await receiving.stop()
+          await other.stop()
+        }
+      })
     })
   })
 })

@@ -153,6 +153,7 @@ export type {
   KnowledgeDocumentRepository,
   LeasableJob,
   LoginFailureRepository,
+  MessageInsertOptions,
   MessageRepository,
   NewAgent,
   NewIntegration,
@@ -181,7 +182,7 @@ export type {
   WebhookLog,
   WebhookLogRepository,
 } from './ports/storage.js'
-export { TransactionConflictError } from './ports/storage.js'
+export { SessionClosedError, TransactionConflictError } from './ports/storage.js'
 export type {
   WebhookAnswer,
   WebhookReceiver,

@@ -26,13 +26,13 @@ function recordStores(storage: Storage): number[] {
       let stored = 0
       const messages: MessageRepository = {
         ...tx.messages,
-        insert: (message) => {
+        insert: (message, options) => {
           if (message.role === 'customer') stored += 1
-          return tx.messages.insert(message)
+          return tx.messages.insert(message, options)
         },
-        insertMany: (batch) => {
+        insertMany: (batch, options) => {
           stored += batch.length
-          return tx.messages.insertMany(batch)
+          return tx.messages.insertMany(batch, options)
         },
       }
       const result = await fn({ ...tx, messages })
@@ -468,9 +468,9 @@ describe('a batch whose store committed but answered with an error', () => {
           ...tx,
           messages: {
             ...tx.messages,
-            insertMany: (messages) => {
+            insertMany: (messages, options) => {
               batch = true
-              return tx.messages.insertMany(messages)
+              return tx.messages.insertMany(messages, options)
             },
           },
         }),

@@ -1,4 +1,11 @@
-import type { Delivery, Message, MessageRepository, MessageRole, NewMessage } from '@switchboard/core'
+import {
+  type Delivery,
+  type Message,
+  type MessageRepository,
+  type MessageRole,
+  type NewMessage,
+  SessionClosedError,
+} from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { isBigintId, isUuid, present, timeParameter, toInteger, toIso } from '../sql-values.js'
 import { keyFromStorage, storableKey, storableKeys } from '../storable-key.js'
@@ -44,35 +51,105 @@ function rowOf(input: NewMessage): Record<string, unknown> {
   }
 }
 
+/**
+ * Why an insert `intoOpenSession` stored nothing, asked once it has: a `SessionClosedError` when a
+ * session of `sessionIds` is closed (this statement's snapshot sees the close the insert saw),
+ * null when they are all open.
+ */
+async function closedSessionError(client: DbClient, sessionIds: readonly string[]): Promise<Error | null> {
+  const ids = [...new Set(sessionIds)]
+  const rows = await client.query<{ id: string; state: string }>(
+    'SELECT id, state FROM sessions WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid)',
+    [JSON.stringify(ids)],
+  )
+  const closed = rows.find((row) => row.state === 'closed')
+  if (closed !== undefined) return new SessionClosedError(String(closed.id))
+  const found = new Set(rows.map((row) => String(row.id)))
+  const missing = ids.find((id) => !found.has(id))
+  return missing === undefined ? null : new Error(`Session ${missing} does not exist`)
+}
+
+/**
+ * `intoOpenSession` for `insert`, after its `FROM` of the session's lock: the session joined in,
+ * held FOR SHARE, and not closed. The statement's snapshot is taken before it waits for the
+ * session's advisory lock, so a close that commits during the wait is not in it; the row lock is
+ * what makes PostgreSQL read the row again as that close left it and check the condition on it
+ * (READ COMMITTED's recheck of a locked row), and then store nothing. FOR KEY SHARE would not: a
+ * close changes no key, so it locks the version read, unchecked. The advisory lock comes first,
+ * then the row, as every writer of a session takes them. The insert's foreign key locks the row
+ * anyway, so this adds no statement and no WAL, only the probe and the stronger lock's CPU.
+ */
+function openSessionSql(sessionIdParameter: string): string {
+  return `, sessions
+        WHERE sessions.id = ${sessionIdParameter}::uuid AND sessions.state <> 'closed'
+        FOR SHARE OF sessions`
+}
+
+/**
+ * `intoOpenSession` for `insertMany`, all or none: the sessions of a JSON array parameter's rows
+ * locked (advisory locks first, in lock-key order, then the rows FOR SHARE) and read as
+ * `openSessionSql` reads one, in a `WITH`; `allSessionsOpenSql` then lets the insert store rows
+ * only when every one of those sessions is open.
+ */
+function openSessionsSql(rowsParameter: string): string {
+  return `WITH open_sessions AS (
+          SELECT s.id FROM ${sessionLocksSql(rowsParameter)}, sessions s
+          WHERE s.id IN (SELECT (row->>'session_id')::uuid FROM jsonb_array_elements(${rowsParameter}::jsonb) AS row)
+            AND s.state <> 'closed'
+          FOR SHARE OF s
+        )
+        `
+}
+
+function allSessionsOpenSql(rowsParameter: string): string {
+  return `WHERE (SELECT count(*) FROM open_sessions) =
+          (SELECT count(DISTINCT row->>'session_id') FROM jsonb_array_elements(${rowsParameter}::jsonb) AS row)
+        `
+}
+
 export function createMessageRepository(client: DbClient): MessageRepository {
   return {
-    async insertMany(inputs) {
+    async insertMany(inputs, options) {
       if (inputs.length === 0) return []
-      // No ON CONFLICT: a conflict fails the statement, so none of the messages is stored.
+      const intoOpenSession = options?.intoOpenSession === true
+      // No ON CONFLICT: a conflict fails the statement, so none of the messages is stored. Into open
+      // sessions, the messages are stored only when all of their sessions are: all or none still.
       const rows = await client.query(
-        `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
+        `${intoOpenSession ? openSessionsSql('$1') : ''}INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
           channel_id, transport, delivery)
         SELECT m.id, m.company_id, m.session_id, m.integration_id, m.role, m.text, m.agent_id, m.at, m.external_id,
           m.channel_id, m.transport, m.delivery
-        FROM ${sessionLocksSql('$1')},
+        FROM ${intoOpenSession ? '' : `${sessionLocksSql('$1')},`}
           ROWS FROM (jsonb_to_recordset($1::jsonb) AS (id uuid, company_id integer, session_id uuid,
             integration_id bigint, role text, text text, agent_id integer, at timestamptz, external_id text,
             channel_id text, transport text, delivery text)) WITH ORDINALITY AS m(id, company_id, session_id,
             integration_id, role, text, agent_id, at, external_id, channel_id, transport, delivery, position)
-        ORDER BY m.position
+        ${intoOpenSession ? allSessionsOpenSql('$1') : ''}ORDER BY m.position
         RETURNING ${COLUMNS}`,
         [storableJson(inputs.map(rowOf))],
       )
+      if (rows.length < inputs.length) {
+        const refused = intoOpenSession
+          ? await closedSessionError(
+              client,
+              inputs.map((input) => input.sessionId),
+            )
+          : null
+        throw (
+          refused ?? new Error(`${inputs.length - rows.length} of ${inputs.length} messages were not stored`)
+        )
+      }
       const byId = new Map(rows.map((row) => [String(row.id), row]))
       return inputs.map((input) => messageOf(byId.get(input.id)!))
     },
 
-    async insert(input) {
+    async insert(input, options) {
+      const intoOpenSession = options?.intoOpenSession === true
       const [row] = await client.query(
         `INSERT INTO messages (id, company_id, session_id, integration_id, role, text, agent_id, at, external_id,
           channel_id, transport, delivery)
         SELECT $1::uuid, $2, $3::uuid, $4::bigint, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12
-        FROM ${sessionLockSql('$3')}
+        FROM ${sessionLockSql('$3')}${intoOpenSession ? openSessionSql('$3') : ''}
         ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
         [
           input.id,
@@ -90,6 +167,8 @@ export function createMessageRepository(client: DbClient): MessageRepository {
         ],
       )
       if (row === undefined) {
+        const refused = intoOpenSession ? await closedSessionError(client, [input.sessionId]) : null
+        if (refused !== null) throw refused
         throw new Error(
           input.externalId === undefined
             ? `Message ${input.id} already exists`

@@ -88,7 +88,7 @@ function createRepositories(
     agents: createAgentRepository({ agents: tables.agents, integrations: tables.integrations, statement }),
     integrations: createIntegrationRepository({ integrations: tables.integrations, statement }),
     sessions: createSessionRepository({ sessions: tables.sessions, statement }),
-    messages: createMessageRepository({ messages: tables.messages, statement }),
+    messages: createMessageRepository({ messages: tables.messages, sessions: tables.sessions, statement }),
     outbox: createOutboxRepository({ outbox: tables.outbox, messages: tables.messages, statement }),
     humanTransfers: createHumanTransferRepository({
       transfers: tables.humanTransfers,

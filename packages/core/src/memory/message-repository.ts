@@ -1,6 +1,12 @@
 import { isoTimestamp } from '../domain/iso-timestamp.js'
 import type { Delivery, Message, MessageRole } from '../domain/session.js'
-import type { MessageRepository, NewMessage } from '../ports/storage.js'
+import {
+  type MessageInsertOptions,
+  type MessageRepository,
+  type NewMessage,
+  SessionClosedError,
+} from '../ports/storage.js'
+import type { SessionTable } from './session-repository.js'
 import { storedText } from './snapshot.js'
 import type { Statement, UndoLog } from './undo-log.js'
 
@@ -71,9 +77,19 @@ export function withDelivery(
 
 export function createMessageRepository(options: {
   messages: MessageTable
+  sessions: SessionTable
   statement: Statement
 }): MessageRepository {
-  const { messages, statement } = options
+  const { messages, sessions, statement } = options
+
+  /** Refuses, before anything is stored, messages `intoOpenSession` whose session is closed. */
+  const assertIntoOpenSessions = (inputs: readonly NewMessage[], insertOptions?: MessageInsertOptions) => {
+    if (insertOptions?.intoOpenSession !== true) return
+    for (const input of inputs) {
+      if (sessions.rows.get(input.sessionId)?.session.state === 'closed')
+        throw new SessionClosedError(input.sessionId)
+    }
+  }
 
   const messageOf = (id: string): Message => messages.rows.get(id)!.message
   const idsOf = (sessionId: string): readonly string[] => messages.bySession.get(sessionId) ?? []
@@ -111,9 +127,17 @@ export function createMessageRepository(options: {
   }
 
   return {
-    insert: (input) => statement((log) => insertOne(log, input)),
+    insert: (input, insertOptions) =>
+      statement((log) => {
+        assertIntoOpenSessions([input], insertOptions)
+        return insertOne(log, input)
+      }),
 
-    insertMany: (inputs) => statement((log) => inputs.map((input) => insertOne(log, input))),
+    insertMany: (inputs, insertOptions) =>
+      statement((log) => {
+        assertIntoOpenSessions(inputs, insertOptions)
+        return inputs.map((input) => insertOne(log, input))
+      }),
 
     get: ({ id, companyId }) =>
       statement(() => {

@@ -122,13 +122,23 @@ export interface NewMessage {
   readonly delivery?: Delivery
 }
 
+export interface MessageInsertOptions {
+  /**
+   * Store the message only while its session is not closed, as it is when the message commits: a
+   * close committed before, or while the insert waited for the session, stores nothing and
+   * rejects with a `SessionClosedError`. A customer message read its session open before this
+   * insert, and a close may land in between; told so, it opens a new session instead.
+   */
+  readonly intoOpenSession?: boolean
+}
+
 export interface MessageRepository {
-  insert(message: NewMessage): Promise<Message>
+  insert(message: NewMessage, options?: MessageInsertOptions): Promise<Message>
   /**
    * `insert` for several messages in one statement, in the order given (their sequences follow
    * it); all or none: one that `insert` would refuse fails them all.
    */
-  insertMany(messages: readonly NewMessage[]): Promise<Message[]>
+  insertMany(messages: readonly NewMessage[], options?: MessageInsertOptions): Promise<Message[]>
   get(options: { id: string; companyId?: number }): Promise<Message | null>
   findByExternalId(options: { integrationId: string; externalId: string }): Promise<Message | null>
   /** `findByExternalId` for several external ids of one integration: the messages found, in no order. */
@@ -675,5 +685,25 @@ export class TransactionConflictError extends Error {
 
   static isInstance(value: unknown): value is TransactionConflictError {
     return typeof value === 'object' && value !== null && TRANSACTION_CONFLICT in value
+  }
+}
+
+const SESSION_CLOSED = Symbol.for('switchboard.SessionClosedError')
+
+/**
+ * A message inserted `intoOpenSession` found its session closed, and nothing was stored. Thrown
+ * by the storage, it dooms the transaction; ingest runs it again, and then opens a new session.
+ * Told apart by `isInstance`, which holds across copies of this package.
+ */
+export class SessionClosedError extends Error {
+  readonly [SESSION_CLOSED] = true
+  override readonly name = 'SessionClosedError'
+
+  constructor(readonly sessionId: string) {
+    super(`Session ${sessionId} is closed: a message is stored only while its session is open`)
+  }
+
+  static isInstance(value: unknown): value is SessionClosedError {
+    return typeof value === 'object' && value !== null && SESSION_CLOSED in value
   }
 }

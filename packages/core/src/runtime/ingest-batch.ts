@@ -203,7 +203,9 @@ export async function ingestMany(
     // messages, their jobs and their log entries in one round trip.
     // With a worker kept for a session's first job, it is enqueued leased to that worker.
     const [messages, leases] = await Promise.all([
-      tx.messages.insertMany(planned),
+      // Only into sessions still open: one closed since it was read fails the batch, whose messages
+      // are then stored one by one, and that customer's opens a new session.
+      tx.messages.insertMany(planned, { intoOpenSession: true }),
       leasing
         ? tx.jobs.enqueueManyLeased(jobs, { now: context.clock.now(), leaseMs: context.leaseMs })
         : tx.jobs.enqueueMany(jobs),

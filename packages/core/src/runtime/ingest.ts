@@ -92,7 +92,10 @@ function startMessageWrites(
   now: Date,
   leasedTo?: string,
 ): Promise<unknown>[] {
-  const writes: Promise<unknown>[] = [tx.messages.insert(planned)]
+  // Only while the session is open: a close committed since ingest read it, or while the insert
+  // waited for the session, stores nothing, and the next attempt opens a new session (a closed
+  // session is never reused, and no message is left unanswered in one).
+  const writes: Promise<unknown>[] = [tx.messages.insert(planned, { intoOpenSession: true })]
   if (queued) {
     const job = {
       companyId: session.companyId,
@@ -260,7 +263,8 @@ export async function ingest(
       } catch (error) {
         handOff.failed()
         // A concurrent ingest may have opened the customer's session or stored the same external
-        // id first; the next attempt finds it.
+        // id first, or the session was closed after it was read (`SessionClosedError`, nothing
+        // stored): the next attempt finds the session, the message, or none and opens a new one.
         if (attempt < MAX_ATTEMPTS) continue
         throw error
       }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Agent } from '../../domain/agent.js'
 import type { Message, Session } from '../../domain/session.js'
-import type { Storage } from '../../ports/storage.js'
+import { SessionClosedError, type Storage } from '../../ports/storage.js'
 import { runAccountStorageConformance } from './account-storage-conformance.js'
 import { runHumanTransferConformance } from './human-transfer-conformance.js'
 import {
@@ -895,6 +895,38 @@ export function runStorageConformance(
         expect(
           await storage.messages.blockPending({ sessionId: session.id, roles: ['agent', 'operator'] }),
         ).toEqual([])
+      })
+
+      it('stores messages into an open session only while it is open: a closed one refuses them all, storing none', async () => {
+        const paused = await createSession(storage, channel, { state: 'paused' })
+        const closed = await createSession(storage, channel, { state: 'closed' })
+        const intoOpenSession = { intoOpenSession: true }
+        const stored = await storage.messages.insert(newMessageInput(session), intoOpenSession)
+        const many = await storage.messages.insertMany(
+          [newMessageInput(session), newMessageInput(paused)],
+          intoOpenSession,
+        )
+
+        const refused = await storage.messages
+          .insert(newMessageInput(closed, { text: 'too late' }), intoOpenSession)
+          .catch((error: unknown) => error)
+        // All or none: the open session's message of the batch is not stored either.
+        const refusedMany = await storage.messages
+          .insertMany(
+            [newMessageInput(session, { text: 'beside' }), newMessageInput(closed, { text: 'too late' })],
+            intoOpenSession,
+          )
+          .catch((error: unknown) => error)
+
+        expect(SessionClosedError.isInstance(refused)).toBe(true)
+        expect(SessionClosedError.isInstance(refusedMany)).toBe(true)
+        expect((refused as SessionClosedError).sessionId).toBe(closed.id)
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([stored, many[0]])
+        expect(await storage.messages.list({ sessionId: paused.id, limit: 10 })).toEqual([many[1]])
+        expect(await storage.messages.list({ sessionId: closed.id, limit: 10 })).toEqual([])
+        // Without it, a closed session takes messages: a turn's replies silenced by the close.
+        const silenced = await insertMessage(storage, closed, { role: 'agent', delivery: 'blocked' })
+        expect(await storage.messages.list({ sessionId: closed.id, limit: 10 })).toEqual([silenced])
       })
     })
 
@@ -1894,6 +1926,51 @@ export function runStorageConformance(
 
         expect(await saving).toMatchObject({ state: 'closed', version: session.version + 1 })
         expect(order).toEqual(['holder committed', 'saved'])
+      })
+
+      // A customer's message read its session open, and an operator closed it before the message
+      // was stored: the message must not land in the closed session, where no turn answers it.
+      it('refuses messages into an open session that a transaction under way closes: they wait, then find it closed', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+        const beside = await createSession(storage, channel)
+        let saved: () => void = () => {}
+        const wasSaved = new Promise<void>((resolve) => {
+          saved = resolve
+        })
+        let release: () => void = () => {}
+        const released = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        const outcome = (stored: Promise<unknown>) =>
+          stored.then(
+            () => 'stored',
+            (error: unknown) => (SessionClosedError.isInstance(error) ? 'refused' : String(error)),
+          )
+
+        const closing = storage.transaction(async (tx) => {
+          expect(await tx.sessions.save({ ...session, state: 'closed' })).not.toBeNull()
+          saved()
+          await released
+        })
+        await wasSaved
+        const inserting = outcome(
+          storage.messages.insert(newMessageInput(session), { intoOpenSession: true }),
+        )
+        const insertingMany = outcome(
+          storage.messages.insertMany([newMessageInput(beside), newMessageInput(session)], {
+            intoOpenSession: true,
+          }),
+        )
+        // Time for inserts that do not wait for the close to land first.
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        release()
+        await closing
+
+        expect(await inserting).toBe('refused')
+        expect(await insertingMany).toBe('refused')
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([])
+        expect(await storage.messages.list({ sessionId: beside.id, limit: 10 })).toEqual([])
       })
 
       it('lands every one of 20 concurrent compare-and-set loops', async () => {
