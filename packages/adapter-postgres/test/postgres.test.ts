@@ -217,6 +217,22 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
             }),
             createSessionRepository(client).findOpenMany({ integrationId, clientIds: ['c-7', 'c-none'] }),
           ])
+        // Ingest's inserts read each of their sessions, to store messages only while they are open.
+        let openSessions: Session[] = []
+        const again = (session: Session) => ({
+          id: randomUUID(),
+          companyId,
+          sessionId: session.id,
+          integrationId,
+          role: 'customer' as const,
+          text: 'again',
+          at,
+        })
+        const insertIntoOpen = async (client: DbClient) => {
+          const messages = createMessageRepository(client)
+          await messages.insertMany(openSessions.map(again), { intoOpenSession: true })
+          await messages.insert(again(openSessions[0]!), { intoOpenSession: true })
+        }
         const at = new Date()
         const store = async (from: number, to: number) => {
           const sessions: Session[] = []
@@ -247,8 +263,10 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         // A few rows, then past the five custom plans after which PostgreSQL may settle on a
         // generic one for the connection, then many more rows.
         await store(0, 50)
-        for (let time = 0; time < 8; time++) await lookUp(pool)
+        openSessions = (await freshStorage.sessions.list({ companyId, limit: 2 })).items
+        for (let time = 0; time < 8; time++) await Promise.all([lookUp(pool), insertIntoOpen(pool)])
         await store(50, 300)
+        openSessions = (await freshStorage.sessions.list({ companyId, limit: 2 })).items
 
         const { found, read } = await pool.transaction(async (client) => {
           const tuplesRead = async () => {
@@ -261,13 +279,25 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           }
           const before = await tuplesRead()
           const found = await lookUp(client)
-          const after = await tuplesRead()
-          const read = (table: string) => (after.get(table) ?? 0) - (before.get(table) ?? 0)
-          return { found, read: { messages: read('messages'), sessions: read('sessions') } }
+          const afterLookUp = await tuplesRead()
+          await insertIntoOpen(client)
+          const afterInsert = await tuplesRead()
+          const read = (table: string, from: Map<string, number>, to: Map<string, number>) =>
+            (to.get(table) ?? 0) - (from.get(table) ?? 0)
+          return {
+            found,
+            read: {
+              messages: read('messages', before, afterLookUp),
+              sessions: read('sessions', before, afterLookUp),
+              // Each message's session once to lock it (once per session for the batch), and once for
+              // the message's foreign key: 2 + 2 for the batch of two, 1 + 1 for the one after it.
+              sessionsByInserts: read('sessions', afterLookUp, afterInsert),
+            },
+          }
         })
         expect(found[0].map((message) => message.externalId)).toEqual(['m-7'])
         expect(found[1].map((session) => session.customer.clientId)).toEqual(['c-7'])
-        expect(read).toEqual({ messages: 1, sessions: 1 })
+        expect(read).toEqual({ messages: 1, sessions: 1, sessionsByInserts: 6 })
       } finally {
         await freshStorage.close()
         await pool.close()

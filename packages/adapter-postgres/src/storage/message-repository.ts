@@ -89,7 +89,9 @@ function openSessionSql(sessionIdParameter: string): string {
  * `intoOpenSession` for `insertMany`, all or none: the sessions of a JSON array parameter's rows
  * locked (advisory locks first, in lock-key order, then the rows FOR SHARE) and read as
  * `openSessionSql` reads one, in a `WITH`; `allSessionsOpenSql` then lets the insert store rows
- * only when every one of those sessions is open.
+ * only when every one of those sessions is open. Not `lookUpEachSql`: its row lock would sit in
+ * each probe, below the join, where nothing makes the advisory locks come first; here the lock is
+ * above it. The plan probes the primary key once per session (the PostgreSQL plan test).
  */
 function openSessionsSql(rowsParameter: string): string {
   return `WITH open_sessions AS (
