@@ -8,6 +8,7 @@ import {
   createScriptedModel,
   handoff,
   type RecordingConnector,
+  reply,
 } from '../src/testing/index.js'
 
 // CONTRACT §8 and §11: a turn that hands the customer to a human commits the pause, then calls the
@@ -219,5 +220,50 @@ describe('the record of a transfer that the database failed for a moment', () =>
     await harness.clock.advance(120_000)
     await harness.switchboard.idle()
     expect(connector.transfers).toHaveLength(1)
+  })
+})
+
+describe('a transfer to a human under way when its switchboard stops', () => {
+  // CONTRACT §11: a shutdown lets work in flight finish, and its storage is closed after stop().
+  // A reassign's transfer whose outcome was not recorded by then is made again by the next process.
+  it('is waited for by stop(), so its outcome is recorded before the storage closes', async () => {
+    harness = await createConversationHarness({
+      agents: { solo: {}, humans: { kind: 'human' } },
+      entry: 'solo',
+      humanTransfer: true,
+    })
+    harness.model.script(harness.agent('solo'), reply('hi'))
+    const customer = harness.customer()
+    await customer.says('hello')
+    const sessionId = (await customer.session()).id
+    const answer = deferred<HumanTransferOutcome>()
+    const called = deferred<void>()
+    harness.connector.transferToHuman = () => {
+      called.resolve()
+      return answer.promise
+    }
+    releaseHung = () => answer.resolve({ ok: true, externalReference: 'request-7' })
+
+    const reassigning = harness.switchboard.sessions.reassign({
+      companyId: harness.companyId,
+      sessionId,
+      agentId: harness.agent('humans'),
+    })
+    await called.promise
+    const order: string[] = []
+    const stopping = harness.switchboard.stop({ timeoutMs: 5_000 }).then(() => order.push('stopped'))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    order.push('platform answered')
+    releaseHung()
+    await stopping
+    expect(order).toEqual(['platform answered', 'stopped'])
+    expect((await customer.session()).pauseState?.externalReference).toBe('request-7')
+    expect((await reassigning)._unsafeUnwrap().pauseState?.externalReference).toBe('request-7')
+
+    // Nothing is left for the next process to transfer again.
+    const platform = await startSurvivor()
+    await harness.clock.advance(120_000)
+    await survivor!.idle()
+    expect(platform.transfers).toEqual([])
   })
 })

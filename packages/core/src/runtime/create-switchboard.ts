@@ -74,9 +74,15 @@ export interface Switchboard {
   registerConnector(connector: Connector): void
   connector(type: string): Connector | undefined
   registerTool(tool: Tool): void
-  /** Resolves when no turn or delivery is running and no job can be taken right now. */
+  /**
+   * Resolves when no turn, delivery or transfer to a human is running and no job can be taken
+   * right now.
+   */
   idle(): Promise<void>
-  /** Takes no new work, lets running turns and deliveries finish (at most `timeoutMs`, default 10 s). */
+  /**
+   * Takes no new work, lets running turns, deliveries and transfers to a human finish (at most
+   * `timeoutMs`, default 10 s).
+   */
   stop(options?: { timeoutMs?: number }): Promise<void>
 }
 

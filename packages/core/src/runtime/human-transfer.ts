@@ -67,7 +67,7 @@ export interface HumanTransferService {
   makeAfter(ticket: HumanTransferTicket): Promise<Session | null>
   /** Makes the transfers left behind, e.g. by a process that died between a pause and its call. */
   sweep(): Promise<void>
-  /** Resolves when no transfer a sweep took is in flight. */
+  /** Resolves when no transfer is in flight (a sweep's, or one `makeAfter` makes). */
   settled(): Promise<void>
   /** Starts no new sweep; transfers in flight still finish. */
   stop(): void
@@ -195,25 +195,32 @@ export function createHumanTransferService(
   }
 
   return {
-    async makeAfter(ticket) {
-      // The announcement reaches the customer before the conversation leaves for the human queue.
-      await delivery.deliverNow(ticket.after)
-      let claimed: PendingHumanTransfer | null
-      try {
-        claimed = await storage.humanTransfers.claim({
-          id: ticket.id,
-          now: context.clock.now(),
-          leaseMs: TRANSFER_LEASE_MS,
-          leaseToken: ticket.leaseToken,
-        })
-      } catch (error) {
-        context.logger.error(
-          { transferId: ticket.id, error: String(error) },
-          'could not claim a transfer to a human; a sweep makes it',
-        )
-        return null
-      }
-      return claimed === null ? null : makeLogged(claimed)
+    makeAfter(ticket) {
+      // Tracked like a sweep's: `stop` waits for it, so that the outcome of a call under way (a
+      // reassign's, which no worker holds) is recorded before the storage closes, and not made
+      // again by the next process once the claim ran out.
+      return track(
+        (async () => {
+          // The announcement reaches the customer before the conversation leaves for the human queue.
+          await delivery.deliverNow(ticket.after)
+          let claimed: PendingHumanTransfer | null
+          try {
+            claimed = await storage.humanTransfers.claim({
+              id: ticket.id,
+              now: context.clock.now(),
+              leaseMs: TRANSFER_LEASE_MS,
+              leaseToken: ticket.leaseToken,
+            })
+          } catch (error) {
+            context.logger.error(
+              { transferId: ticket.id, error: String(error) },
+              'could not claim a transfer to a human; a sweep makes it',
+            )
+            return null
+          }
+          return claimed === null ? null : makeLogged(claimed)
+        })(),
+      )
     },
 
     async sweep() {
