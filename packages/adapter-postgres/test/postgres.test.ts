@@ -1151,6 +1151,63 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           await other.stop()
         }
       })
+
+      // The batch is refused as a whole and stored again message by message: a customer's messages
+      // side by side raced each other for the new session and landed, and were answered, out of
+      // order (c1, c4, c2, c5, c3).
+      it("stores each message of a refused batch once and in order, the closed customer's in one new session", async () => {
+        const { integration } = await seedChannel(storage)
+        const other = await processHoldingItsCommit()
+        const receiving = await switchboardWithInsertHooks()
+        try {
+          const closing = { integrationId: integration.id, clientId: 'closing-many' }
+          const beside = { integrationId: integration.id, clientId: 'beside-many' }
+          const first = (await receiving.switchboard.ingest({ ...closing, text: 'hello' }))._unsafeUnwrap()
+          const besideSession = (
+            await receiving.switchboard.ingest({ ...beside, text: 'b0' })
+          )._unsafeUnwrap().session
+          await receiving.switchboard.idle()
+          const raced: string[] = []
+          const queued = deferred()
+          receiving.hooks.push(
+            async (insert) => {
+              await queued.promise
+              return insert()
+            },
+            closingMeanwhile(other, first.session, raced),
+          )
+
+          const lone = receiving.switchboard.ingest({
+            integrationId: integration.id,
+            clientId: 'lone',
+            text: 'hi',
+          })
+          await new Promise((resolve) => setTimeout(resolve, 20))
+          const texts = ['c1', 'b1', 'c2', 'b2', 'c3', 'b3', 'c4', 'b4', 'c5', 'b5']
+          const together = texts.map((text) =>
+            receiving.switchboard.ingest({ ...(text.startsWith('c') ? closing : beside), text }),
+          )
+          queued.resolve()
+          const [, ...stored] = await Promise.all([lone, ...together])
+          await receiving.switchboard.idle()
+
+          expect(raced).toEqual(['insertMany'])
+          const sessionIds = stored.map((result) => result._unsafeUnwrap().session.id)
+          const opened = sessionIds[0]!
+          expect(opened).not.toBe(first.session.id)
+          expect(sessionIds).toEqual(texts.map((text) => (text.startsWith('c') ? opened : besideSession.id)))
+          const customerTexts = async (sessionId: string) =>
+            (await storage.messages.list({ sessionId, limit: 100 }))
+              .filter((message) => message.role === 'customer')
+              .map((message) => message.text)
+          expect(await customerTexts(first.session.id)).toEqual(['hello'])
+          expect(await customerTexts(opened)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5'])
+          expect(await customerTexts(besideSession.id)).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5'])
+        } finally {
+          await receiving.stop()
+          await other.stop()
+        }
+      })
     })
   })
 })

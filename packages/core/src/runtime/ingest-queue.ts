@@ -28,8 +28,8 @@ export interface IngestQueue {
  * is stored at once, alone; messages arriving while one is under way wait for it and are then
  * stored together (`ingestMany`), so under load a few statements and one commit serve many
  * messages instead of each paying its own. A batch whose transaction fails is stored again
- * message by message, so one bad message, or a race with another process, costs the others
- * nothing but time.
+ * message by message (each customer's in the order they came), so one bad message, or a race
+ * with another process, costs the others nothing but time.
  */
 export function createIngestQueue(context: RuntimeContext, workers: JobHandOff): IngestQueue {
   const waiting: Waiting[] = []
@@ -48,6 +48,11 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
     }
   }
 
+  /** A customer's messages one after the other, in the order they came. */
+  const storeInTurn = async (requests: readonly Waiting[]): Promise<void> => {
+    for (const request of requests) await storeAlone(request)
+  }
+
   const storeTogether = async (batch: Waiting[]): Promise<void> => {
     // The first job of each session in the batch goes to a free worker, as a lone message's does.
     const handOff = createHandOff(context, workers)
@@ -57,7 +62,7 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
         outcomes = await ingestMany(context, batch, handOff)
       } catch {
         handOff.failed()
-        await Promise.all(batch.map(storeAlone))
+        await Promise.all(inCustomerOrder(batch).map(storeInTurn))
         return
       }
       const queued = outcomes.filter((outcome) => outcome.isOk() && outcome.value.queued).length
@@ -115,4 +120,22 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
       })
     },
   }
+}
+
+/**
+ * A failed batch's messages by customer, each customer's in the order they came. Stored again one
+ * by one, a customer's messages go one after the other: side by side they would race each other
+ * for their session (a new one, when the batch failed because a close landed), and land, and be
+ * answered, out of order. Different customers' still go side by side.
+ */
+function inCustomerOrder<T extends IngestRequest>(batch: readonly T[]): T[][] {
+  const byCustomer = new Map<string, T[]>()
+  for (const request of batch) {
+    const { integrationId, clientId } = request.inbound
+    const key = `${integrationId.length}:${integrationId}${clientId}`
+    const requests = byCustomer.get(key)
+    if (requests === undefined) byCustomer.set(key, [request])
+    else requests.push(request)
+  }
+  return [...byCustomer.values()]
 }
