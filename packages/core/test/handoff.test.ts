@@ -324,6 +324,35 @@ describe('transfer to a human', () => {
     ])
   })
 
+  // CONTRACT §8: the transfer is called even when the announcement before it cannot be delivered;
+  // the transfer waits for it to leave the outbox, as failed, and is made once.
+  for (const retryable of [true, false]) {
+    it(`transfers once after an announcement that failed for good (${retryable ? 'after its retries' : 'at once'})`, async () => {
+      await team(humanTeam, { humanTransfer: true })
+      harness.model.script(harness.agent('reception'), handoff(harness.agent('humans'), 'wants a person'))
+      harness.connector.failNextSends(5, { retryable })
+      const customer = harness.customer()
+      await customer.sends('I want to talk to a person')
+      for (let tick = 0; tick < 120 && harness.connector.transfers.length === 0; tick++) {
+        await harness.clock.advance(1_000)
+        await new Promise((resolve) => setTimeout(resolve, 3))
+      }
+      await harness.switchboard.idle()
+
+      const session = await customer.session()
+      expect((await customer.messages()).map((message) => message.delivery ?? message.role)).toEqual([
+        'customer',
+        'failed',
+      ])
+      expect(harness.connector.transfers).toEqual([
+        { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 0 },
+      ])
+      await harness.clock.advance(120_000)
+      await harness.switchboard.idle()
+      expect(harness.connector.transfers).toHaveLength(1)
+    })
+  }
+
   it('pauses even when the transfer fails, recording why', async () => {
     await team(humanTeam, { humanTransfer: true })
     harness.connector.failNextTransfer('platform answered 503')

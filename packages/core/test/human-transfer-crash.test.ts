@@ -178,6 +178,14 @@ describe('a transfer to a human whose switchboard stopped after the pause commit
 
     expect(platform.sent).toEqual([])
     expect(platform.transfers).toEqual([])
+    // Dropped, not left to be claimed again and again.
+    const left = await harness.storage.humanTransfers.claimDue({
+      now: new Date(harness.clock.now().getTime() + 3_600_000),
+      limit: 10,
+      leaseMs: 30_000,
+      leaseToken: 'check',
+    })
+    expect(left).toEqual([])
   })
 })
 
