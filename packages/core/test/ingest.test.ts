@@ -537,6 +537,46 @@ describe('a stuck store', () => {
       ['ok'],
     ])
   })
+  it("keeps a customer's messages in the order they came when the store of the first is stuck", async () => {
+    harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
+    harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
+    const storage = harness.storage
+    let release = () => {}
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const transaction = storage.transaction.bind(storage)
+    let calls = 0
+    ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) => {
+      calls += 1
+      return calls === 1 ? gate.then(() => transaction(fn)) : transaction(fn)
+    }
+    const message = (clientId: string, text: string) => ({
+      integrationId: harness.integrationId,
+      clientId,
+      text,
+    })
+    const first = harness.switchboard.ingest(message('ida', 'one'))
+    let secondDone = false
+    const second = harness.switchboard.ingest(message('ida', 'two'))
+    void second.then(() => {
+      secondDone = true
+    })
+    const other = harness.switchboard.ingest(message('jo', 'hi'))
+
+    await harness.clock.advance(100)
+    // Another customer's message does not wait for the stuck store; ida's second waits for her first.
+    expect((await other)._unsafeUnwrap().session.customer.clientId).toBe('jo')
+    expect(secondDone).toBe(false)
+
+    release()
+    await Promise.all([first, second])
+    await harness.switchboard.idle()
+    const texts = (await harness.customer('ida').messages())
+      .filter((stored) => stored.role === 'customer')
+      .map((stored) => stored.text)
+    expect(texts).toEqual(['one', 'two'])
+  })
 })
 
 describe('reading integrations', () => {

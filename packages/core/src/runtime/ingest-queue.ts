@@ -39,6 +39,28 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
   let running = 0
   let lastStartedAt = 0
   let stallCheckPending = false
+  // Customers with a message in a store under way: a store started beside a stuck one leaves their
+  // later messages waiting, so a customer's messages are stored in the order they came.
+  const storing = new Map<string, number>()
+  const hold = (key: string) => storing.set(key, (storing.get(key) ?? 0) + 1)
+  const letGo = (key: string) => {
+    const left = storing.get(key)! - 1
+    if (left === 0) storing.delete(key)
+    else storing.set(key, left)
+  }
+
+  /** Up to MAX_BATCH waiting messages, in the order they came, of customers no store holds. */
+  const takeBatch = (): Waiting[] => {
+    if (storing.size === 0) return waiting.splice(0, MAX_BATCH)
+    const batch: Waiting[] = []
+    const kept: Waiting[] = []
+    for (const request of waiting) {
+      if (batch.length < MAX_BATCH && !storing.has(customerKey(request.inbound))) batch.push(request)
+      else kept.push(request)
+    }
+    waiting.splice(0, waiting.length, ...kept)
+    return batch
+  }
 
   const storeAlone = async (request: Waiting): Promise<void> => {
     try {
@@ -78,9 +100,17 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
     running += 1
     try {
       while (waiting.length > 0) {
-        const batch = waiting.splice(0, MAX_BATCH)
+        const batch = takeBatch()
+        // All that wait are customers another store holds: it takes them when it is done.
+        if (batch.length === 0) return
+        const keys = batch.map((request) => customerKey(request.inbound))
+        for (const key of keys) hold(key)
         lastStartedAt = context.clock.now().getTime()
-        await (batch.length === 1 ? storeAlone(batch[0]!) : storeTogether(batch))
+        try {
+          await (batch.length === 1 ? storeAlone(batch[0]!) : storeTogether(batch))
+        } finally {
+          for (const key of keys) letGo(key)
+        }
       }
     } finally {
       running -= 1
@@ -90,11 +120,14 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
   /** A store that found nothing under way; the messages that arrive meanwhile are batched after it. */
   const storeFirst = async (inbound: InboundMessage, options: IngestOptions): Promise<IngestOutcome> => {
     running += 1
+    const key = customerKey(inbound)
+    hold(key)
     lastStartedAt = context.clock.now().getTime()
     try {
       return await ingest(context, workers, inbound, options)
     } finally {
       running -= 1
+      letGo(key)
       if (waiting.length > 0 && running === 0) void drain()
     }
   }
@@ -131,11 +164,15 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
 function inCustomerOrder<T extends IngestRequest>(batch: readonly T[]): T[][] {
   const byCustomer = new Map<string, T[]>()
   for (const request of batch) {
-    const { integrationId, clientId } = request.inbound
-    const key = `${integrationId.length}:${integrationId}${clientId}`
+    const key = customerKey(request.inbound)
     const requests = byCustomer.get(key)
     if (requests === undefined) byCustomer.set(key, [request])
     else requests.push(request)
   }
   return [...byCustomer.values()]
+}
+
+/** One key per customer of an integration (the integration id's length keeps the two parts apart). */
+function customerKey({ integrationId, clientId }: InboundMessage): string {
+  return `${integrationId.length}:${integrationId}${clientId}`
 }
