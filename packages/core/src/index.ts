@@ -100,6 +100,8 @@ export {
 export type { KnowledgeDocumentView, KnowledgeService } from './knowledge/knowledge-service.js'
 export { createKnowledgeService } from './knowledge/knowledge-service.js'
 export { createMemoryKnowledgeIndex } from './knowledge/memory-knowledge-index.js'
+export type { KnowledgeStatistics, WordMatch } from './knowledge/passage-relevance.js'
+export { passageRelevance } from './knowledge/passage-relevance.js'
 export { splitPassages } from './knowledge/split-passages.js'
 export { contentWords, passageScore, sharedWords } from './knowledge/text-words.js'
 export type { MemoryEventBusOptions } from './memory/memory-event-bus.js'

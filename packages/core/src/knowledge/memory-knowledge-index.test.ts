@@ -4,8 +4,69 @@ import { createMemoryKnowledgeIndex } from './memory-knowledge-index.js'
 
 runKnowledgeIndexConformance('memory knowledge index', createMemoryKnowledgeIndex)
 
+/**
+ * The steps `run` takes through maps, sets and arrays: lookups (`get`, `has`) and elements walked
+ * by iteration. A search that visits a passage takes at least one.
+ */
+async function countSteps(run: () => Promise<unknown>): Promise<number> {
+  let steps = 0
+  const counted = <Owner extends object>(owner: Owner, name: keyof Owner) => {
+    const original = owner[name] as (...values: unknown[]) => unknown
+    Object.defineProperty(owner, name, {
+      configurable: true,
+      writable: true,
+      value(this: unknown, ...values: unknown[]) {
+        steps += 1
+        return original.apply(this, values)
+      },
+    })
+    return () => Object.defineProperty(owner, name, { configurable: true, writable: true, value: original })
+  }
+  const iteratorOf = (iterable: Iterable<unknown>) => Object.getPrototypeOf(iterable[Symbol.iterator]())
+  const restores = [
+    counted(Map.prototype, 'get'),
+    counted(Map.prototype, 'has'),
+    counted(Set.prototype, 'has'),
+    counted(iteratorOf(new Map()), 'next'),
+    counted(iteratorOf(new Set()), 'next'),
+    counted(iteratorOf([]), 'next'),
+  ]
+  try {
+    await run()
+  } finally {
+    for (const restore of restores) restore()
+  }
+  return steps
+}
+
 describe('createMemoryKnowledgeIndex', () => {
   const scope = { companyId: 1, agentId: 7 }
+
+  it("searches in steps that grow with the passages sharing the message's words, not with the agent's others", async () => {
+    const index = createMemoryKnowledgeIndex()
+    await index.add({
+      ...scope,
+      documentId: 'returns',
+      content: 'Refunds take five days.\n\nParcels ship daily.',
+    })
+    const search = () => index.search({ ...scope, query: 'When do refunds arrive?', limit: 3 })
+    const unrelated = (document: number) =>
+      Array.from({ length: 100 }, (_, passage) => `Warehouse shelf ${document * 100 + passage} holds stock.`)
+
+    const alone = await countSteps(search)
+    for (let document = 0; document < 20; document++) {
+      await index.add({
+        ...scope,
+        documentId: `stock-${document}`,
+        content: unrelated(document).join('\n\n'),
+      })
+    }
+    const beside = await countSteps(search)
+
+    expect(await search()).toEqual([expect.objectContaining({ text: 'Refunds take five days.' })])
+    // Walking every passage took over 2,000 steps more beside the 2,000 unrelated passages.
+    expect(beside).toBe(alone)
+  })
 
   it('breaks ties by document insertion order, then passage order', async () => {
     const index = createMemoryKnowledgeIndex()

@@ -1,68 +1,107 @@
 import type { KnowledgeDocumentInput, KnowledgeIndex } from '../ports/knowledge-index.js'
 import type { KnowledgePassage } from '../ports/llm-provider.js'
+import { passageRelevance, type WordMatch } from './passage-relevance.js'
 import { splitPassages } from './split-passages.js'
-import { contentWords, passageScore, sharedWords } from './text-words.js'
-
-/** Okapi BM25's usual constants: how fast repeats stop adding, and how much length matters. */
-const TERM_SATURATION = 1.2
-const LENGTH_NORMALISATION = 0.75
+import { contentWords, passageScore } from './text-words.js'
 
 interface IndexedPassage {
+  readonly documentId: string
   readonly text: string
-  /** How often each content word occurs in the passage. */
-  readonly wordCounts: ReadonlyMap<string, number>
+  /** Its distinct content words, to find its postings again when it goes. */
+  readonly words: readonly string[]
   /** The number of content words, repeats included. */
   readonly length: number
+  /** Larger for every passage added later: ties go to the earlier document, then position. */
+  readonly insertion: number
+}
+
+/** One agent's passages as a search needs them, kept up to date as documents come and go. */
+interface AgentKnowledge {
+  /** Each content word with the passages holding it and how often each does. */
+  readonly postings: Map<string, Map<IndexedPassage, number>>
+  passageCount: number
+  /** The content words of all its passages, repeats included. */
+  wordTotal: number
 }
 
 interface IndexedDocument {
-  readonly companyId: number
-  readonly agentId: number
-  readonly documentId: string
+  readonly agentKey: string
+  readonly agent: AgentKnowledge
   readonly passages: readonly IndexedPassage[]
 }
 
 /**
  * A knowledge index held in memory, ranking passages by how many of the message's content words
- * they share, then by BM25 (`passageScore`). Word
- * statistics are taken over the searched agent's passages only, so one agent's documents never
- * change another's ranking.
+ * they share, then by BM25 (`passageScore`, `passageRelevance`). Word statistics are taken over
+ * the searched agent's passages only, so one agent's documents never change another's ranking.
+ *
+ * Each agent has an inverted index (word → the passages holding it) and its passage count and word
+ * total, kept as documents are added and removed: a search reads the postings of the message's
+ * words and nothing else, so it costs the passages sharing a word with the message, not the whole
+ * knowledge base (walking every passage of a 533,000-passage agent blocked the server for about a
+ * second a message). A word most passages hold still brings in most of them.
  */
 export function createMemoryKnowledgeIndex(): KnowledgeIndex {
-  // Each agent's documents apart, so a search reads only the searched agent's passages. A Map
-  // keeps insertion order, which breaks ties between equally scored passages.
-  const agents = new Map<string, Map<string, IndexedDocument>>()
-  /** The agent holding each document, so a removal names only the company and the document. */
-  const agentOfDocument = new Map<string, string>()
+  const agents = new Map<string, AgentKnowledge>()
+  /** Every document, so a removal names only the company and the document. */
+  const documents = new Map<string, IndexedDocument>()
+  let insertions = 0
 
   const remove = (key: string): void => {
-    const agent = agentOfDocument.get(key)
-    if (agent === undefined) return
-    agentOfDocument.delete(key)
-    const documents = agents.get(agent)!
+    const document = documents.get(key)
+    if (document === undefined) return
     documents.delete(key)
-    if (documents.size === 0) agents.delete(agent)
+    const { agent } = document
+    for (const passage of document.passages) {
+      for (const word of passage.words) {
+        const holding = agent.postings.get(word)!
+        holding.delete(passage)
+        if (holding.size === 0) agent.postings.delete(word)
+      }
+      agent.passageCount -= 1
+      agent.wordTotal -= passage.length
+    }
+    // An agent whose knowledge is gone (the agent deleted, most likely) leaves nothing behind.
+    if (agent.passageCount === 0 && agents.get(document.agentKey) === agent) agents.delete(document.agentKey)
   }
 
   return {
     async add(document: KnowledgeDocumentInput): Promise<void> {
       const key = documentKey(document.companyId, document.documentId)
-      const agent = agentKey(document.companyId, document.agentId)
-      const passages = splitPassages(document.content).map(indexPassage)
+      const texts = splitPassages(document.content)
       // Removing first moves a replaced document to the end, as a fresh insertion would be.
       remove(key)
-      let documents = agents.get(agent)
-      if (documents === undefined) {
-        documents = new Map()
-        agents.set(agent, documents)
+      const agentOfDocument = agentKey(document.companyId, document.agentId)
+      let agent = agents.get(agentOfDocument)
+      if (agent === undefined) {
+        agent = { postings: new Map(), passageCount: 0, wordTotal: 0 }
+        agents.set(agentOfDocument, agent)
       }
-      documents.set(key, {
-        companyId: document.companyId,
-        agentId: document.agentId,
-        documentId: document.documentId,
-        passages,
-      })
-      agentOfDocument.set(key, agent)
+      const passages: IndexedPassage[] = []
+      for (const text of texts) {
+        const wordCounts = new Map<string, number>()
+        const words = contentWords(text)
+        for (const word of words) wordCounts.set(word, (wordCounts.get(word) ?? 0) + 1)
+        const passage: IndexedPassage = {
+          documentId: document.documentId,
+          text,
+          words: [...wordCounts.keys()],
+          length: words.length,
+          insertion: insertions++,
+        }
+        for (const [word, occurrences] of wordCounts) {
+          let holding = agent.postings.get(word)
+          if (holding === undefined) {
+            holding = new Map()
+            agent.postings.set(word, holding)
+          }
+          holding.set(passage, occurrences)
+        }
+        agent.passageCount += 1
+        agent.wordTotal += passage.length
+        passages.push(passage)
+      }
+      documents.set(key, { agentKey: agentOfDocument, agent, passages })
     },
 
     async remove(options: { companyId: number; documentId: string }): Promise<void> {
@@ -76,55 +115,39 @@ export function createMemoryKnowledgeIndex(): KnowledgeIndex {
       limit: number
     }): Promise<KnowledgePassage[]> {
       if (!(options.limit >= 1)) return []
-      const documents = agents.get(agentKey(options.companyId, options.agentId))
+      const agent = agents.get(agentKey(options.companyId, options.agentId))
       // Most agents have no documents: their turns skip splitting the query into words.
-      if (documents === undefined) return []
-      // Each distinct query word with its place in the query.
-      const queryWords = new Map<string, number>()
-      for (const word of contentWords(options.query))
-        if (!queryWords.has(word)) queryWords.set(word, queryWords.size)
-      if (queryWords.size === 0) return []
+      if (agent === undefined || agent.passageCount === 0) return []
 
-      // One pass finds the query words each passage holds. It walks the smaller of the passage's
-      // words and the query's, so a long message costs no more than the passages themselves (it
-      // cost their product: a 4,000-character message against one 100,000-character document
-      // took 0.3 s, a 100,000-character one 8 s of a blocked event loop).
-      let passageCount = 0
-      let totalLength = 0
-      const containing = new Map<string, number>()
-      const matches: { documentId: string; passage: IndexedPassage; words: string[]; position: number }[] = []
-      for (const document of documents.values()) {
-        for (const passage of document.passages) {
-          const words = sharedWords(passage.wordCounts, queryWords)
-          if (words.length > 0) {
-            for (const word of words) containing.set(word, (containing.get(word) ?? 0) + 1)
-            matches.push({ documentId: document.documentId, passage, words, position: passageCount })
-          }
-          passageCount += 1
-          totalLength += passage.length
+      // The passages holding each distinct query word, taken in the query's order, so each
+      // passage's matches add up in that order. A long message costs a lookup per word.
+      const matched = new Map<IndexedPassage, WordMatch[]>()
+      for (const word of new Set(contentWords(options.query))) {
+        const holding = agent.postings.get(word)
+        if (holding === undefined) continue
+        for (const [passage, occurrences] of holding) {
+          const match = { occurrences, passagesHolding: holding.size }
+          const matches = matched.get(passage)
+          if (matches === undefined) matched.set(passage, [match])
+          else matches.push(match)
         }
       }
-      const averageLength = totalLength / passageCount
 
-      const scored = matches.map(({ documentId, passage, words, position }) => {
-        const lengthFactor =
-          1 - LENGTH_NORMALISATION + (LENGTH_NORMALISATION * passage.length) / averageLength
-        let score = 0
-        for (const word of words) {
-          const count = passage.wordCounts.get(word)!
-          // The "+ 1" form of BM25 keeps the weight positive even for a word in every passage, so
-          // any passage sharing a word with the query scores above zero.
-          const held = containing.get(word)!
-          const weight = Math.log(1 + (passageCount - held + 0.5) / (held + 0.5))
-          score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
-        }
-        return {
-          passage: { documentId, text: passage.text, score: passageScore(words.length, score) },
-          position,
-        }
-      })
-
-      scored.sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)
+      const statistics = {
+        passageCount: agent.passageCount,
+        averageLength: agent.wordTotal / agent.passageCount,
+      }
+      const scored: { passage: KnowledgePassage; insertion: number }[] = []
+      for (const [passage, matches] of matched) {
+        const score = passageScore(matches.length, passageRelevance(matches, passage.length, statistics))
+        scored.push({
+          passage: { documentId: passage.documentId, text: passage.text, score },
+          insertion: passage.insertion,
+        })
+      }
+      scored.sort(
+        (left, right) => right.passage.score - left.passage.score || left.insertion - right.insertion,
+      )
       return scored.slice(0, Math.floor(options.limit)).map(({ passage }) => passage)
     },
   }
@@ -140,11 +163,4 @@ function agentKey(companyId: number, agentId: number): string {
 
 function documentKey(companyId: number, documentId: string): string {
   return `${companyId}:${documentId}`
-}
-
-function indexPassage(text: string): IndexedPassage {
-  const words = contentWords(text)
-  const wordCounts = new Map<string, number>()
-  for (const word of words) wordCounts.set(word, (wordCounts.get(word) ?? 0) + 1)
-  return { text, wordCounts, length: words.length }
 }

@@ -343,6 +343,147 @@ export function runKnowledgeIndexConformance(
       expect(results.map((passage) => passage.text)).toEqual(['Open weekdays and weekends.'])
     })
 
+    // An index may keep each agent's passage count, word total and the passages holding each word
+    // as documents come and go, instead of counting them at every search: these cases check that
+    // the scores always match an index given only what is left, in the order it was added.
+    it('scores what is left after documents are replaced and removed as if only that had been added', async () => {
+      const index = await createIndex()
+      const agentId = uniqueId()
+      const edited = { companyId: uniqueId(), agentId }
+      const fresh = { companyId: uniqueId(), agentId }
+      await index.add({
+        ...edited,
+        documentId: 'one',
+        content: 'Refunds take five days.\n\nShipping is free.',
+      })
+      await index.add({
+        ...edited,
+        documentId: 'two',
+        content: 'Card refunds take longer than refunds by transfer.\n\nCard payments are instant.',
+      })
+      await index.add({ ...edited, documentId: 'three', content: 'Parcels ship daily.\n\nRefunds are rare.' })
+      await index.add({ ...edited, documentId: 'two', content: 'Card refunds take ten days.' })
+      await index.remove({ companyId: edited.companyId, documentId: 'one' })
+      await index.add({
+        ...edited,
+        documentId: 'four',
+        content: 'Shipping refunds are free, shipping is fast.',
+      })
+      await index.add({ ...fresh, documentId: 'three', content: 'Parcels ship daily.\n\nRefunds are rare.' })
+      await index.add({ ...fresh, documentId: 'two', content: 'Card refunds take ten days.' })
+      await index.add({
+        ...fresh,
+        documentId: 'four',
+        content: 'Shipping refunds are free, shipping is fast.',
+      })
+
+      for (const query of ['card refunds shipping', 'refunds', 'free payments', 'parcels']) {
+        const expected = await index.search({ ...fresh, query, limit: 10 })
+        expect(await index.search({ ...edited, query, limit: 10 })).toEqual(expected)
+      }
+      expect((await index.search({ ...edited, query: 'refunds', limit: 10 })).length).toBe(3)
+    })
+
+    it("scores an agent's passages apart from other agents' and companies' holding the same words", async () => {
+      const index = await createIndex()
+      const companyId = uniqueId()
+      const agentId = uniqueId()
+      const alone = { companyId: uniqueId(), agentId }
+      const faq = 'Refunds take five days.\n\nShipping is free.\n\nRefunds by card are instant.'
+      await index.add({ companyId, agentId, documentId: 'faq', content: faq })
+      await index.add({ ...alone, documentId: 'faq', content: faq })
+      const busy = Array.from({ length: 12 }, (_, position) => `Refunds note ${numberedWord(position)}.`)
+      await index.add({
+        companyId,
+        agentId: uniqueId(),
+        documentId: 'other-agent',
+        content: busy.join('\n\n'),
+      })
+      await index.add({ companyId: uniqueId(), agentId, documentId: 'faq', content: busy.join('\n\n') })
+      // Added for this agent, then for another: the document moves, and leaves this agent's counts.
+      await index.add({ companyId, agentId, documentId: 'moved', content: busy.join('\n\n') })
+      await index.add({ companyId, agentId: uniqueId(), documentId: 'moved', content: busy.join('\n\n') })
+
+      for (const query of ['refunds', 'card refunds', 'shipping']) {
+        const expected = await index.search({ ...alone, query, limit: 10 })
+        expect(await index.search({ companyId, agentId, query, limit: 10 })).toEqual(expected)
+      }
+    })
+
+    it('scores documents added and removed at the same time as if added one after the other', async () => {
+      const index = await createIndex()
+      const together = { companyId: uniqueId(), agentId: uniqueId() }
+      const oneByOne = { companyId: uniqueId(), agentId: together.agentId }
+      const contentOf = (document: number) =>
+        Array.from(
+          { length: 1 + (document % 4) },
+          (_, passage) =>
+            `Refunds ${numberedWord(document * 10 + passage)} ${'policy '.repeat(passage)}terms.`,
+        ).join('\n\n')
+      const leaving = Array.from({ length: 6 }, (_, document) => `leaving-${document}`)
+      await Promise.all(
+        leaving.map((documentId) => index.add({ ...together, documentId, content: 'Refunds go.' })),
+      )
+
+      await Promise.all([
+        ...Array.from({ length: 12 }, (_, document) =>
+          index.add({ ...together, documentId: `document-${document}`, content: contentOf(document) }),
+        ),
+        ...leaving.map((documentId) => index.remove({ companyId: together.companyId, documentId })),
+      ])
+      for (let document = 0; document < 12; document++) {
+        await index.add({ ...oneByOne, documentId: `document-${document}`, content: contentOf(document) })
+      }
+
+      // Added at once, they may tie in another order: compare each passage's score.
+      const byText = (passages: readonly { text: string; score: number }[]) =>
+        Object.fromEntries(passages.map((passage) => [passage.text, passage.score]))
+      for (const query of ['refunds', 'policy terms', `refunds ${numberedWord(31)}`]) {
+        const expected = await index.search({ ...oneByOne, query, limit: 100 })
+        expect(byText(await index.search({ ...together, query, limit: 100 }))).toEqual(byText(expected))
+      }
+      expect(await index.search({ ...together, query: 'refunds', limit: 100 })).toHaveLength(30)
+    })
+
+    it("scores an agent's knowledge right when its last document is removed as another is added", async () => {
+      const index = await createIndex()
+      const fresh = { companyId: uniqueId(), agentId: uniqueId() }
+      await index.add({ ...fresh, documentId: 'new', content: 'Refunds take a week.\n\nFree refunds.' })
+      const expected = await index.search({ ...fresh, query: 'free refunds', limit: 10 })
+
+      for (let round = 0; round < 10; round++) {
+        const racing = { companyId: uniqueId(), agentId: fresh.agentId }
+        await index.add({ ...racing, documentId: 'old', content: 'Refunds take five days.\n\nOld rules.' })
+        await Promise.all([
+          index.remove({ companyId: racing.companyId, documentId: 'old' }),
+          index.add({ ...racing, documentId: 'new', content: 'Refunds take a week.\n\nFree refunds.' }),
+        ])
+        expect(await index.search({ ...racing, query: 'free refunds', limit: 10 })).toEqual(expected)
+      }
+    })
+
+    it('answers nothing once every document is gone, and scores documents added afterwards afresh', async () => {
+      const index = await createIndex()
+      const agentId = uniqueId()
+      const emptied = { companyId: uniqueId(), agentId }
+      const fresh = { companyId: uniqueId(), agentId }
+      await index.add({
+        ...emptied,
+        documentId: 'old',
+        content: 'Refunds take five days.\n\nOld shipping rules.',
+      })
+      await index.remove({ companyId: emptied.companyId, documentId: 'old' })
+      // Removing twice, or a document never added, changes nothing.
+      await index.remove({ companyId: emptied.companyId, documentId: 'old' })
+
+      expect(await index.search({ ...emptied, query: 'refunds shipping', limit: 10 })).toEqual([])
+
+      await index.add({ ...emptied, documentId: 'new', content: 'Refunds take a week.\n\nFree refunds.' })
+      await index.add({ ...fresh, documentId: 'new', content: 'Refunds take a week.\n\nFree refunds.' })
+      const expected = await index.search({ ...fresh, query: 'free refunds', limit: 10 })
+      expect(await index.search({ ...emptied, query: 'free refunds', limit: 10 })).toEqual(expected)
+    })
+
     it('ranks a long message against many passages in about their sum of lookups, not their product', async () => {
       const knowledge = await oneAgentsKnowledge(createIndex)
       // Every passage shares "common" with the query, so every passage is ranked.
