@@ -333,4 +333,85 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 7,
+    name: 'knowledge postings',
+    statements: [
+      // Each content word of each passage (as knowledge_passages.words holds it) with how often the
+      // passage holds it and the passage's length: a search reads the rows of the message's words
+      // only, not every passage of the agent. Words compare as bytes ("C"), as the index compares them.
+      `CREATE TABLE knowledge_postings (
+        company_id integer NOT NULL,
+        agent_id integer NOT NULL,
+        word text COLLATE "C" NOT NULL,
+        passage_id bigint NOT NULL,
+        occurrences integer NOT NULL,
+        passage_words integer NOT NULL,
+        PRIMARY KEY (company_id, agent_id, word, passage_id) INCLUDE (occurrences, passage_words)
+      )`,
+      // A removed passage's postings, found without reading the rest of the table (joined on the
+      // primary key, a removal read every company's postings). Passage ids grow, so entries are
+      // appended at the index's end.
+      'CREATE INDEX knowledge_postings_passage ON knowledge_postings (passage_id)',
+      // Each agent's passage count and content-word total, which BM25 needs at every search.
+      `CREATE TABLE knowledge_agent_totals (
+        company_id integer NOT NULL,
+        agent_id integer NOT NULL,
+        passages bigint NOT NULL,
+        words bigint NOT NULL,
+        PRIMARY KEY (company_id, agent_id)
+      )`,
+      // Postings and totals follow knowledge_passages in the statement that changes it, whoever
+      // writes it: a process still running the code before this migration adds and removes
+      // passages without knowing of them. Totals change by addition in one statement, so adds of
+      // one agent's documents at once each wait for the row and none is lost. Statement triggers
+      // with transition tables cost a few statements per document, not per passage.
+      `CREATE FUNCTION knowledge_passages_added() RETURNS trigger LANGUAGE plpgsql
+      SET search_path FROM CURRENT AS $$
+      BEGIN
+        INSERT INTO knowledge_postings (company_id, agent_id, word, passage_id, occurrences, passage_words)
+        SELECT added.company_id, added.agent_id, held.word, added.id, held.occurrences, cardinality(added.words)
+        FROM added, LATERAL (SELECT word, count(*) AS occurrences FROM unnest(added.words) AS word
+          GROUP BY word) AS held;
+        INSERT INTO knowledge_agent_totals AS totals (company_id, agent_id, passages, words)
+        SELECT company_id, agent_id, count(*), sum(cardinality(words)) FROM added
+        GROUP BY company_id, agent_id ORDER BY company_id, agent_id
+        ON CONFLICT (company_id, agent_id) DO UPDATE
+        SET passages = totals.passages + excluded.passages, words = totals.words + excluded.words;
+        RETURN NULL;
+      END
+      $$`,
+      `CREATE FUNCTION knowledge_passages_removed() RETURNS trigger LANGUAGE plpgsql
+      SET search_path FROM CURRENT AS $$
+      BEGIN
+        DELETE FROM knowledge_postings WHERE passage_id = ANY (ARRAY(SELECT id FROM removed));
+        UPDATE knowledge_agent_totals totals
+        SET passages = totals.passages - gone.passages, words = totals.words - gone.words
+        FROM (SELECT company_id, agent_id, count(*) AS passages, sum(cardinality(words)) AS words
+          FROM removed GROUP BY company_id, agent_id) gone
+        WHERE totals.company_id = gone.company_id AND totals.agent_id = gone.agent_id;
+        -- An agent whose knowledge is gone (deleted, most likely) leaves no row behind.
+        DELETE FROM knowledge_agent_totals totals
+        USING (SELECT DISTINCT company_id, agent_id FROM removed) gone
+        WHERE totals.company_id = gone.company_id AND totals.agent_id = gone.agent_id
+          AND totals.passages = 0;
+        RETURN NULL;
+      END
+      $$`,
+      // Created before the backfill: the trigger's lock waits for transactions adding or removing
+      // passages, and holds off new ones until this migration commits, so the backfill below
+      // reads every passage that the triggers do not see.
+      `CREATE TRIGGER knowledge_passages_added AFTER INSERT ON knowledge_passages
+      REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION knowledge_passages_added()`,
+      `CREATE TRIGGER knowledge_passages_removed AFTER DELETE ON knowledge_passages
+      REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION knowledge_passages_removed()`,
+      `INSERT INTO knowledge_postings (company_id, agent_id, word, passage_id, occurrences, passage_words)
+      SELECT passage.company_id, passage.agent_id, held.word, passage.id, held.occurrences, cardinality(passage.words)
+      FROM knowledge_passages passage, LATERAL (SELECT word, count(*) AS occurrences
+        FROM unnest(passage.words) AS word GROUP BY word) AS held`,
+      `INSERT INTO knowledge_agent_totals (company_id, agent_id, passages, words)
+      SELECT company_id, agent_id, count(*), sum(cardinality(words)) FROM knowledge_passages
+      GROUP BY company_id, agent_id`,
+    ],
+  },
 ]

@@ -3,9 +3,11 @@ import {
   contentWords,
   type KnowledgeIndex,
   type KnowledgePassage,
+  type KnowledgeStatistics,
+  passageRelevance,
   passageScore,
-  sharedWords,
   splitPassages,
+  type WordMatch,
 } from '@switchboard/core'
 import { assertDbOption, type Db } from './db.js'
 import { ensureMigrated } from './migrate.js'
@@ -17,28 +19,20 @@ export interface PostgresKnowledgeIndexOptions {
   readonly db: Db
 }
 
-/** Okapi BM25's usual constants, the memory index's: how fast repeats stop adding, how much length matters. */
-const TERM_SATURATION = 1.2
-const LENGTH_NORMALISATION = 0.75
-
 /** The first key of the advisory lock that makes two adds of one document wait for each other. */
 const DOCUMENT_LOCK_KEY = 1_935_762_042
 
-interface Candidate {
-  readonly documentId: string
-  readonly text: string
-  readonly wordCounts: ReadonlyMap<string, number>
-  readonly length: number
-}
-
 /**
- * A knowledge index on PostgreSQL full-text search. Passages and their content words are found
- * exactly as core's memory index finds them (`splitPassages`, `contentWords`), and kept as they are,
- * without stemming or a locale; a search joins the agent's words with the query's to find the
- * passages that share a word with it (the `search` tsvector and its GIN index are still written,
- * and no longer read). Those passages are then ranked as the memory index ranks them (shared
- * words, then BM25 over the searched agent's passages: `passageScore`), so both indexes answer the
- * same passages in the same order.
+ * A knowledge index on PostgreSQL. Passages and their content words are found exactly as core's
+ * memory index finds them (`splitPassages`, `contentWords`), and kept as they are, without
+ * stemming or a locale. Triggers keep, in the statement that adds or removes passages, each
+ * word's postings (`knowledge_postings`: the passages holding it) and each agent's passage count
+ * and word total (`knowledge_agent_totals`), so a search reads the postings of the message's
+ * words and one totals row, not every passage of the agent (which took 2.6 s a message for an
+ * agent of 533,000 passages). The passages found are ranked as the memory index ranks them
+ * (shared words, then BM25 over the searched agent's passages: `passageScore`,
+ * `passageRelevance`), so both indexes answer the same passages in the same order; only the best
+ * ones' texts are read.
  */
 export async function createPostgresKnowledgeIndex(
   options: PostgresKnowledgeIndexOptions,
@@ -88,36 +82,52 @@ export async function createPostgresKnowledgeIndex(
       const queryWords = [...new Set(contentWords(query).map(lexemeOf))]
       if (queryWords.length === 0 || !(limit >= 1)) return []
       if (!isIntegerId(companyId) || !isIntegerId(agentId)) return []
-      // The agent's passage count and word total come from the same statement, so they describe
-      // the same snapshot as the matching passages. Those are found by joining the agent's words
-      // with the query's on a hash: the cost is their sum. (A tsquery of every query word was
-      // tested against each passage, and so is `= ANY` under the prepared statement's generic
-      // plan: their product, 1.3 s of the server for a 100,000-character message against 14,000
-      // passages. The GIN index also read the postings of every company's passages.)
-      const rows = await db.query<Row>(
-        `SELECT document_id, text, words,
-          (SELECT count(*) FROM knowledge_passages WHERE company_id = $1 AND agent_id = $2) AS passages,
-          (SELECT coalesce(sum(cardinality(words)), 0) FROM knowledge_passages
-            WHERE company_id = $1 AND agent_id = $2) AS total_words
-        FROM knowledge_passages
-        WHERE id IN (SELECT passage.id FROM knowledge_passages passage, unnest(passage.words) AS word
-          WHERE passage.company_id = $1 AND passage.agent_id = $2 AND word IN (SELECT unnest($3::text[])))
-        ORDER BY id`,
-        [companyId, agentId, queryWords],
-      )
-      const [first] = rows
-      if (first === undefined) return []
-      const passageCount = toInteger(first.passages)
-      const averageLength = toInteger(first.total_words) / passageCount
-      return rank(rows.map(candidateOf), queryWords, { passageCount, averageLength }).slice(
-        0,
-        Math.floor(limit),
-      )
+      // One snapshot for the statistics, the postings and the texts, so a document added or
+      // removed meanwhile is either wholly counted and found, or not at all.
+      return db.transaction(async (client) => {
+        const [, totalsRows, postings] = await Promise.all([
+          client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY'),
+          client.query<TotalsRow>(
+            'SELECT passages, words FROM knowledge_agent_totals WHERE company_id = $1 AND agent_id = $2',
+            [companyId, agentId],
+          ),
+          // One primary-key descent per distinct word of the message: a long message costs its
+          // words, a common word the passages holding it. OFFSET 0 keeps the planner from turning
+          // it into a scan of all the agent's postings filtered by the words (PGlite chose that for
+          // a join, PostgreSQL 15 for `word = ANY($3)`).
+          client.query<PostingRow>(
+            `SELECT query.place, posting.passage_id, posting.occurrences, posting.passage_words
+            FROM unnest($3::text[]) WITH ORDINALITY AS query (word, place),
+            LATERAL (SELECT passage_id, occurrences, passage_words FROM knowledge_postings
+              WHERE company_id = $1 AND agent_id = $2 AND word = query.word OFFSET 0) AS posting`,
+            [companyId, agentId, queryWords],
+          ),
+        ])
+        const [totals] = totalsRows
+        if (totals === undefined || postings.length === 0) return []
+        const passageCount = toInteger(totals.passages)
+        const best = rank(postings, {
+          passageCount,
+          averageLength: toInteger(totals.words) / passageCount,
+        }).slice(0, Math.floor(limit))
+        const texts = await client.query<TextRow>(
+          'SELECT id, document_id, text FROM knowledge_passages WHERE id = ANY($1::bigint[])',
+          [best.map((passage) => passage.id)],
+        )
+        const textOf = new Map(texts.map((row) => [toInteger(row.id), row]))
+        return best.map(({ id, score }): KnowledgePassage => {
+          const row = textOf.get(id)!
+          return { documentId: row.document_id, text: row.text, score }
+        })
+      })
     },
   }
 }
 
-/** The longest lexeme a tsvector or tsquery takes, in bytes. */
+/**
+ * The longest lexeme a tsvector takes, in bytes; also below the largest key of a B-tree index
+ * (about 2,700 bytes), so a stored word always fits the postings' primary key.
+ */
 const LEXEME_MAX_BYTES = 2046
 
 /**
@@ -130,56 +140,53 @@ function lexemeOf(word: string): string {
   return `long:${createHash('sha256').update(word).digest('hex')}`
 }
 
-interface Row {
-  readonly document_id: string
-  readonly text: string
-  readonly words: string[]
+interface TotalsRow {
   readonly passages: unknown
-  readonly total_words: unknown
+  readonly words: unknown
 }
 
-function candidateOf(row: Row): Candidate {
-  const wordCounts = new Map<string, number>()
-  for (const word of row.words) wordCounts.set(word, (wordCounts.get(word) ?? 0) + 1)
-  return { documentId: row.document_id, text: row.text, wordCounts, length: row.words.length }
+interface PostingRow {
+  /** The word's place among the message's distinct words, from 1. */
+  readonly place: unknown
+  readonly passage_id: unknown
+  readonly occurrences: number
+  readonly passage_words: number
+}
+
+interface TextRow {
+  readonly id: unknown
+  readonly document_id: string
+  readonly text: string
 }
 
 /**
- * The memory index's BM25, over the passages that share a word with the query: every passage
- * holding a query word is among them, so they are enough to count how many passages hold each
- * word. Ties keep the order of `candidates` (document insertion, then passage position).
+ * The memory index's ranking, over the postings of the message's words: every passage holding one
+ * of them is there, so counting its rows per word counts the passages holding the word. Ties go to
+ * the passage added first (`knowledge_passages.id`: document insertion, then position).
  */
 function rank(
-  candidates: readonly Candidate[],
-  queryWords: readonly string[],
-  statistics: { passageCount: number; averageLength: number },
-): KnowledgePassage[] {
-  const { passageCount, averageLength } = statistics
-  // Each query word with its place in the query, so a passage's words add up in the query's order.
-  const queryPositions = new Map(queryWords.map((word, position) => [word, position]))
-  // A passage's query words are found by walking the smaller of its words and the query's: a long
-  // message then costs no more than the passages (walking the query for every passage cost their
-  // product, 4.9 s for a 100,000-character message against one 100,000-character document).
-  const shared = candidates.map((candidate) => sharedWords(candidate.wordCounts, queryPositions))
-  const containing = new Map<string, number>()
-  for (const words of shared) for (const word of words) containing.set(word, (containing.get(word) ?? 0) + 1)
-  const scored = candidates.map((candidate, position) => {
-    const lengthFactor = 1 - LENGTH_NORMALISATION + (LENGTH_NORMALISATION * candidate.length) / averageLength
-    let score = 0
-    for (const word of shared[position]!) {
-      const count = candidate.wordCounts.get(word)!
-      const held = containing.get(word)!
-      const weight = Math.log(1 + (passageCount - held + 0.5) / (held + 0.5))
-      score += (weight * count * (TERM_SATURATION + 1)) / (count + TERM_SATURATION * lengthFactor)
-    }
-    const words = shared[position]!.length
-    return {
-      passage: { documentId: candidate.documentId, text: candidate.text, score: passageScore(words, score) },
-      position,
-    }
-  })
-  return scored
-    .filter(({ passage }) => passage.score > 0)
-    .sort((left, right) => right.passage.score - left.passage.score || left.position - right.position)
-    .map(({ passage }) => passage)
+  postings: readonly PostingRow[],
+  statistics: KnowledgeStatistics,
+): { id: number; score: number }[] {
+  const holding = new Map<number, number>()
+  const candidates = new Map<number, { length: number; places: { place: number; occurrences: number }[] }>()
+  for (const row of postings) {
+    const place = toInteger(row.place)
+    const id = toInteger(row.passage_id)
+    holding.set(place, (holding.get(place) ?? 0) + 1)
+    const match = { place, occurrences: row.occurrences }
+    const candidate = candidates.get(id)
+    if (candidate === undefined) candidates.set(id, { length: row.passage_words, places: [match] })
+    else candidate.places.push(match)
+  }
+  const scored: { id: number; score: number }[] = []
+  for (const [id, { length, places }] of candidates) {
+    // In the message's order, as the memory index adds them up.
+    places.sort((left, right) => left.place - right.place)
+    const matches = places.map(
+      ({ place, occurrences }): WordMatch => ({ occurrences, passagesHolding: holding.get(place)! }),
+    )
+    scored.push({ id, score: passageScore(matches.length, passageRelevance(matches, length, statistics)) })
+  }
+  return scored.sort((left, right) => right.score - left.score || left.id - right.id)
 }
