@@ -8,7 +8,8 @@ export interface Migration {
 
 /**
  * The schema, as migrations only ever added to: new versions create or add, never drop or
- * rewrite, so an older process still running against a newer schema keeps working.
+ * rewrite, so an older process still running against a newer schema keeps working. The one
+ * exception drops what no version still running reads or names (`UNREAD_DROPS` in the tests).
  *
  * Conventions: `company_id` on every tenant table (the key tenancy filters on), `timestamptz` for
  * times (written from the injected clock, never `now()`, except columns kept for operators),
@@ -412,6 +413,19 @@ export const MIGRATIONS: readonly Migration[] = [
       `INSERT INTO knowledge_agent_totals (company_id, agent_id, passages, words)
       SELECT company_id, agent_id, count(*), sum(cardinality(words)) FROM knowledge_passages
       GROUP BY company_id, agent_id`,
+    ],
+  },
+  {
+    version: 8,
+    name: 'knowledge search columns unread',
+    statements: [
+      // Read by no search since the one that joined passages' words (before any release), and by
+      // nothing since postings: the tsvector and its GIN index were computed on every add, and
+      // the (company_id, agent_id) index served only the per-search passage count. Dropping them
+      // breaks no process still on the previous version, which neither names nor reads them.
+      'DROP INDEX knowledge_passages_search',
+      'ALTER TABLE knowledge_passages DROP COLUMN search',
+      'DROP INDEX knowledge_passages_agent',
     ],
   },
 ]

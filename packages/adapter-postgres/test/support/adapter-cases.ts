@@ -35,16 +35,30 @@ async function waitFor(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
+/**
+ * The statements allowed to drop: each drops what no process still running reads or names, so an
+ * older process keeps working. Migration 8: the knowledge tsvector, its GIN index and the agent
+ * index of knowledge_passages, read by no search since the postings (and the tsvector by none
+ * released).
+ */
+const UNREAD_DROPS: ReadonlySet<string> = new Set([
+  'DROP INDEX knowledge_passages_search',
+  'ALTER TABLE knowledge_passages DROP COLUMN search',
+  'DROP INDEX knowledge_passages_agent',
+])
+
 /** What this adapter promises beyond core's conformance suites, on either driver. */
 export function runAdapterCases(context: AdapterCaseContext): void {
-  it('migrations only create and add: no statement drops, truncates, deletes or rewrites', () => {
+  it('migrations only create and add: no statement drops (but what nothing reads), truncates, deletes or rewrites', () => {
     const destructive = /\b(DROP|TRUNCATE|DELETE|RENAME|ALTER\s+COLUMN|UPDATE)\b/i
     // A function's body runs later, on the rows written then, and a trigger's event (AFTER DELETE)
     // names what it follows: neither changes anything when the migration runs.
     const whatRunsNow = (statement: string) =>
       statement.replaceAll(/\$\$[\s\S]*?\$\$/g, '').replace(/^\s*CREATE TRIGGER\s+\w+\s+AFTER\s+\w+/i, '')
     for (const migration of MIGRATIONS) {
-      for (const statement of migration.statements) expect(whatRunsNow(statement)).not.toMatch(destructive)
+      for (const statement of migration.statements) {
+        if (!UNREAD_DROPS.has(statement)) expect(whatRunsNow(statement)).not.toMatch(destructive)
+      }
     }
     const versions = MIGRATIONS.map((migration) => migration.version)
     expect(new Set(versions).size).toBe(versions.length)
