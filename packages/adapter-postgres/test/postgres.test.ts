@@ -1070,6 +1070,19 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         }
       }
 
+      /** The racing message ('are you there?') left the closed session alone and was answered in its own. */
+      async function expectAnsweredInANewSession(
+        receiving: { connector: { sent: readonly { sessionId: string; role: string }[] } },
+        stored: { session: { id: string } },
+        closedSessionId: string,
+      ): Promise<void> {
+        expect(stored.session.id).not.toBe(closedSessionId)
+        const closedSession = await storage.messages.list({ sessionId: closedSessionId, limit: 10 })
+        expect(closedSession.map((message) => message.text)).not.toContain('are you there?')
+        const replies = receiving.connector.sent.filter((sent) => sent.sessionId === stored.session.id)
+        expect(replies.map((sent) => sent.role)).toEqual(['agent'])
+      }
+
       it('is stored in a new session and answered there when the close commits first, alone', async () => {
         const { integration } = await seedChannel(storage)
         const other = await processHoldingItsCommit()
@@ -1085,16 +1098,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           await receiving.switchboard.idle()
 
           expect(raced).toEqual(['insert'])
-          const stored = racing._unsafeUnwrap()
-          expect(stored.session.id).not.toBe(first.session.id)
-          expect(stored.queued).toBe(true)
-          const closedSession = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
-          expect(closedSession.map((message) => message.text)).not.toContain('are you there?')
-          expect(
-            receiving.connector.sent
-              .filter((sent) => sent.sessionId === stored.session.id)
-              .map((s) => s.role),
-          ).toEqual(['agent'])
+          expect(racing._unsafeUnwrap().queued).toBe(true)
+          await expectAnsweredInANewSession(receiving, racing._unsafeUnwrap(), first.session.id)
         } finally {
           await receiving.stop()
           await other.stop()
@@ -1136,16 +1141,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           await receiving.switchboard.idle()
 
           expect(raced).toEqual(['insertMany'])
-          const stored = racing!._unsafeUnwrap()
-          expect(stored.session.id).not.toBe(first.session.id)
           expect(beside!.isOk()).toBe(true)
-          const closedSession = await storage.messages.list({ sessionId: first.session.id, limit: 10 })
-          expect(closedSession.map((message) => message.text)).not.toContain('are you there?')
-          expect(
-            receiving.connector.sent
-              .filter((sent) => sent.sessionId === stored.session.id)
-              .map((s) => s.role),
-          ).toEqual(['agent'])
+          await expectAnsweredInANewSession(receiving, racing!._unsafeUnwrap(), first.session.id)
         } finally {
           await receiving.stop()
           await other.stop()
