@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import {
-  agentInputSchema,
   type Clock,
   type Completion,
   createMemoryKnowledgeIndex,
@@ -14,6 +13,7 @@ import {
 import { createRecordingConnector, seedChannel } from '@switchboard/core/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createPgDb, createPostgresStorage, type Db } from '../src/index.js'
+import { seedHandoffToHuman } from './support/seed-handoff-to-human.js'
 
 const connectionString = process.env.DATABASE_URL
 /** Renewed every third of it, so a worker whose timers run a second late still keeps its lease. */
@@ -171,27 +171,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
     }, 40_000)
 
     it("makes a transfer to a human from another process when the one that paused the session died before the platform's answer", async () => {
-      const { companyId, integration, agent: reception } = await seedChannel(storage)
       const at = new Date()
-      const human = await storage.agents.create({
-        ...agentInputSchema.parse({ name: 'Humans', kind: 'human' }),
-        companyId,
-        at,
-      })
-      await storage.agents.update({
-        companyId,
-        id: reception.id,
-        patch: {
-          handoff: {
-            ...reception.handoff,
-            enabled: true,
-            allowedTargets: [human.id],
-            handoffMessageTemplate: 'A colleague will take over.',
-            msgplatform: { targetGroupId: 7, sendSystemMessage: false },
-          },
-        },
-        at,
-      })
+      const { integration, human } = await seedHandoffToHuman(storage, at)
       const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', transferWorker], {
         env: {
           ...process.env,

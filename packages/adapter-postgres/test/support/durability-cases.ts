@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import {
-  agentInputSchema,
   type Completion,
   createMemoryKnowledgeIndex,
   createSwitchboard,
@@ -20,6 +19,7 @@ import {
 } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
 import { createPostgresStorage, type Db, type DbClient, type DbRow } from '../../src/index.js'
+import { seedHandoffToHuman } from './seed-handoff-to-human.js'
 
 export interface DurabilityCaseContext {
   readonly db: () => Db
@@ -605,27 +605,8 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
   it('makes a transfer to a human whose switchboard stopped after the pause committed, from another one', async () => {
     const storage = context.storage()
     await parkLeftoverJobs(storage)
-    const { companyId, integration, agent: reception } = await seedChannel(storage)
     const at = new Date()
-    const human = await storage.agents.create({
-      ...agentInputSchema.parse({ name: 'Humans', kind: 'human' }),
-      companyId,
-      at,
-    })
-    await storage.agents.update({
-      companyId,
-      id: reception.id,
-      patch: {
-        handoff: {
-          ...reception.handoff,
-          enabled: true,
-          allowedTargets: [human.id],
-          handoffMessageTemplate: 'A colleague will take over.',
-          msgplatform: { targetGroupId: 7, sendSystemMessage: false },
-        },
-      },
-      at,
-    })
+    const { integration, agent: reception, human } = await seedHandoffToHuman(storage, at)
     const otherStorage =
       context.otherDb === undefined ? storage : await createPostgresStorage({ db: context.otherDb() })
     const model = createScriptedModel()
