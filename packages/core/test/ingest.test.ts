@@ -495,22 +495,26 @@ describe('a batch whose store committed but answered with an error', () => {
   })
 })
 
+/** The storage's first transaction waits until the returned function is called, as one waiting for a lock would. */
+function holdFirstTransaction(storage: Storage): () => void {
+  let release = () => {}
+  const gate = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const transaction = storage.transaction.bind(storage)
+  let calls = 0
+  ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) => {
+    calls += 1
+    return calls === 1 ? gate.then(() => transaction(fn)) : transaction(fn)
+  }
+  return release
+}
+
 describe('a stuck store', () => {
   it('does not hold back the messages that arrive behind it for more than 100 ms', async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
-    const storage = harness.storage
-    let release = () => {}
-    const gate = new Promise<void>((resolve) => {
-      release = resolve
-    })
-    const transaction = storage.transaction.bind(storage)
-    let calls = 0
-    ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) => {
-      calls += 1
-      // The first store waits, as one waiting for a lock would.
-      return calls === 1 ? gate.then(() => transaction(fn)) : transaction(fn)
-    }
+    const release = holdFirstTransaction(harness.storage)
     const address = (clientId: string) => ({ integrationId: harness.integrationId, clientId, text: 'hi' })
     const stuck = harness.switchboard.ingest(address('ida'))
     let behindDone = false
@@ -540,17 +544,7 @@ describe('a stuck store', () => {
   it("keeps a customer's messages in the order they came when the store of the first is stuck", async () => {
     harness = await createConversationHarness({ agents: { solo: {} }, entry: 'solo' })
     harness.model.script(harness.agent('solo'), reply('ok'), reply('ok'), reply('ok'))
-    const storage = harness.storage
-    let release = () => {}
-    const gate = new Promise<void>((resolve) => {
-      release = resolve
-    })
-    const transaction = storage.transaction.bind(storage)
-    let calls = 0
-    ;(storage as { transaction: Storage['transaction'] }).transaction = (fn) => {
-      calls += 1
-      return calls === 1 ? gate.then(() => transaction(fn)) : transaction(fn)
-    }
+    const release = holdFirstTransaction(harness.storage)
     const message = (clientId: string, text: string) => ({
       integrationId: harness.integrationId,
       clientId,
