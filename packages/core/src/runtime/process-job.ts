@@ -44,19 +44,33 @@ function mergeOutcome(
   // its activeAgentId and its resume returns to that agent (spec), a closed one changes no more.
   const agentChanges = !silenced && current.metadata.agentPath.length === started.metadata.agentPath.length
   const metadata = current.metadata
+  const agentPath =
+    agentChanges && outcome.pathEntries.length > 0
+      ? [...metadata.agentPath, ...outcome.pathEntries]
+      : metadata.agentPath
+  const sharedContext = applySharedContextChanges(metadata.sharedContext, outcome)
   const routing = agentChanges && outcome.routing !== undefined ? outcome.routing : metadata.routing
+  const errors = outcome.errors.length === 0 ? metadata.errors : [...metadata.errors, ...outcome.errors]
   // The session and its metadata are spelled out rather than spread: both are stored records, and
   // V8 copies a spread of a frozen object on its slow path, several times the cost of a literal.
-  const nextMetadata: { -readonly [Key in keyof SessionMetadata]: SessionMetadata[Key] } = {
-    agentPath:
-      agentChanges && outcome.pathEntries.length > 0
-        ? [...metadata.agentPath, ...outcome.pathEntries]
-        : metadata.agentPath,
-    sharedContext: applySharedContextChanges(metadata.sharedContext, outcome),
-    errors: outcome.errors.length === 0 ? metadata.errors : [...metadata.errors, ...outcome.errors],
+  // A turn that only replied changes none of the metadata: the stored one is kept as it is, which
+  // the save then neither copies nor freezes again.
+  let nextMetadata: SessionMetadata = metadata
+  if (
+    agentPath !== metadata.agentPath ||
+    sharedContext !== metadata.sharedContext ||
+    routing !== metadata.routing ||
+    errors !== metadata.errors
+  ) {
+    const changed: { -readonly [Key in keyof SessionMetadata]: SessionMetadata[Key] } = {
+      agentPath,
+      sharedContext,
+      errors,
+    }
+    if (routing !== undefined) changed.routing = routing
+    if (metadata.pauses !== undefined) changed.pauses = metadata.pauses
+    nextMetadata = changed
   }
-  if (routing !== undefined) nextMetadata.routing = routing
-  if (metadata.pauses !== undefined) nextMetadata.pauses = metadata.pauses
   const next: { -readonly [Key in keyof Session]: Session[Key] } = {
     id: current.id,
     companyId: current.companyId,
