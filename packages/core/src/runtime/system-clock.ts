@@ -13,9 +13,18 @@ export function createSystemClock(): Clock {
 }
 
 const HEX_DIGITS = Array.from('0123456789abcdef', (digit) => digit.charCodeAt(0))
-/** Where the two hex digits of each of the 16 bytes go in `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`. */
-const DIGIT_POSITIONS = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34]
+const DASH = '-'.charCodeAt(0)
 const IDS_PER_REFILL = 256
+
+/** The character code of the hex digit of `byte`'s high half. */
+function high(byte: number): number {
+  return HEX_DIGITS[byte >> 4]!
+}
+
+/** The character code of the hex digit of `byte`'s low half. */
+function low(byte: number): number {
+  return HEX_DIGITS[byte & 0x0f]!
+}
 
 /**
  * Random (version 4) UUIDs. Not `crypto.randomUUID()`: Node's joins 20 pieces into a string tree
@@ -25,27 +34,33 @@ const IDS_PER_REFILL = 256
 export function createRandomIds(): IdGenerator {
   const random = new Uint8Array(16 * IDS_PER_REFILL)
   let offset = random.length
-  // The dashes never move: each id overwrites only the digits.
-  const characters = Array.from('00000000-0000-0000-0000-000000000000', (character) =>
-    character.charCodeAt(0),
-  )
   return {
     uuid() {
       if (offset === random.length) {
         globalThis.crypto.getRandomValues(random)
         offset = 0
       }
-      for (let index = 0; index < 16; index++) {
-        let byte = random[offset + index]!
-        if (index === 6)
-          byte = (byte & 0x0f) | 0x40 // the version, 4
-        else if (index === 8) byte = (byte & 0x3f) | 0x80 // the variant of RFC 9562
-        const position = DIGIT_POSITIONS[index]!
-        characters[position] = HEX_DIGITS[byte >> 4]!
-        characters[position + 1] = HEX_DIGITS[byte & 0x0f]!
-      }
+      const at = offset
       offset += 16
-      return String.fromCharCode.apply(null, characters)
+      const version = (random[at + 6]! & 0x0f) | 0x40 // 4
+      const variant = (random[at + 8]! & 0x3f) | 0x80 // RFC 9562's
+      // Every character an argument of one call, read straight from the random bytes: `apply` on an
+      // array of the characters (and a view of the id's 16 bytes) cost more than the rest of an id.
+      // biome-ignore format: the UUID's groups, two bytes a line
+      return String.fromCharCode(
+        high(random[at + 0]!), low(random[at + 0]!), high(random[at + 1]!), low(random[at + 1]!),
+        high(random[at + 2]!), low(random[at + 2]!), high(random[at + 3]!), low(random[at + 3]!),
+        DASH,
+        high(random[at + 4]!), low(random[at + 4]!), high(random[at + 5]!), low(random[at + 5]!),
+        DASH,
+        high(version), low(version), high(random[at + 7]!), low(random[at + 7]!),
+        DASH,
+        high(variant), low(variant), high(random[at + 9]!), low(random[at + 9]!),
+        DASH,
+        high(random[at + 10]!), low(random[at + 10]!), high(random[at + 11]!), low(random[at + 11]!),
+        high(random[at + 12]!), low(random[at + 12]!), high(random[at + 13]!), low(random[at + 13]!),
+        high(random[at + 14]!), low(random[at + 14]!), high(random[at + 15]!), low(random[at + 15]!),
+      )
     },
   }
 }
