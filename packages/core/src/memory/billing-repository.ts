@@ -64,10 +64,10 @@ export function createBillingRepository(options: {
           sessionId: input.sessionId,
         })
         const stored: StoredUsage = { record, atMs: input.at.getTime(), order: billing.lastOrder }
-        log.set(billing.usageIds, record.id, input.companyId)
+        log.insert(billing.usageIds, record.id, input.companyId)
         const records = billing.usageByCompany.get(input.companyId)
         if (records === undefined) {
-          log.set(billing.usageByCompany, input.companyId, [stored])
+          log.insert(billing.usageByCompany, input.companyId, [stored])
         } else {
           records.push(stored)
           log.record(() => records.pop())

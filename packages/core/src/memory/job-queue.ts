@@ -99,10 +99,11 @@ export function createJobQueue(options: {
       leasedUntil: lease?.until ?? 0,
       lastError: null,
     }
-    log.set(jobs.rows, job.id, job)
+    // A sequence number, never used before.
+    log.insert(jobs.rows, job.id, job)
     const queue = jobs.bySession.get(job.sessionId)
     if (queue === undefined) {
-      log.set(jobs.bySession, job.sessionId, [job.id])
+      log.insert(jobs.bySession, job.sessionId, [job.id])
     } else {
       queue.push(job.id)
       log.record(() => queue.pop())

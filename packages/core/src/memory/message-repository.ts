@@ -97,7 +97,7 @@ export function withDelivery(
   delivery: Delivery,
 ): void {
   const message = withDeliveryRow(stored.message, delivery)
-  log.set(messages.rows, message.id, { message, integrationId: stored.integrationId })
+  log.replace(messages.rows, message.id, { message, integrationId: stored.integrationId }, stored)
 }
 
 export function createMessageRepository(options: {
@@ -139,11 +139,11 @@ export function createMessageRepository(options: {
     }
     messages.lastSequence += 1
     const message = messageRow(input, messages.lastSequence)
-    log.set(messages.rows, message.id, { message, integrationId: input.integrationId })
-    if (key !== null) log.set(messages.byExternalId, key, message.id)
+    log.insert(messages.rows, message.id, { message, integrationId: input.integrationId })
+    if (key !== null) log.insert(messages.byExternalId, key, message.id)
     const ids = messages.bySession.get(message.sessionId)
     if (ids === undefined) {
-      log.set(messages.bySession, message.sessionId, [message.id])
+      log.insert(messages.bySession, message.sessionId, [message.id])
     } else {
       ids.push(message.id)
       log.record(() => ids.pop())

@@ -91,11 +91,12 @@ export function createOutboxRepository(options: {
     record: OutboxRecord,
     lease: { now: Date; leaseMs: number; leaseToken: string },
   ): OutboxItem => {
-    log.set(outbox.rows, record.messageId, {
+    const leased = {
       ...record,
       leaseToken: lease.leaseToken,
       leasedUntil: lease.now.getTime() + lease.leaseMs,
-    })
+    }
+    log.replace(outbox.rows, record.messageId, leased, record)
     // Strings and numbers of our own record: nothing to copy, only to freeze.
     return Object.freeze<OutboxItem>({
       messageId: record.messageId,
@@ -118,7 +119,7 @@ export function createOutboxRepository(options: {
         if (outbox.rows.has(input.messageId))
           throw new Error(`Message ${input.messageId} is already in the outbox`)
         outbox.lastOrder += 1
-        log.set(outbox.rows, input.messageId, {
+        log.insert(outbox.rows, input.messageId, {
           messageId: input.messageId,
           sessionId: input.sessionId,
           companyId: input.companyId,
@@ -131,7 +132,7 @@ export function createOutboxRepository(options: {
         })
         const queue = outbox.bySession.get(input.sessionId)
         if (queue === undefined) {
-          log.set(outbox.bySession, input.sessionId, { ids: [input.messageId], start: 0 })
+          log.insert(outbox.bySession, input.sessionId, { ids: [input.messageId], start: 0 })
         } else {
           queue.ids.push(input.messageId)
           const { ids } = queue

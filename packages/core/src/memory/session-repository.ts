@@ -59,7 +59,7 @@ export function createSessionRepository(options: {
         const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
         if (key !== null) assertNoOtherOpen(session, key)
         sessions.lastOrder += 1
-        log.set(sessions.rows, session.id, {
+        log.insert(sessions.rows, session.id, {
           session,
           order: sessions.lastOrder,
           createdAtMs: timeOfIsoTimestamp(session.createdAt),
@@ -116,14 +116,15 @@ export function createSessionRepository(options: {
           }
           if (key !== null) log.set(sessions.openByCustomer, key, session.id)
         }
-        log.set(sessions.rows, session.id, {
+        const row: StoredSession = {
           session,
           order: stored.order,
           createdAtMs:
             session.createdAt === previous.createdAt
               ? stored.createdAtMs
               : timeOfIsoTimestamp(session.createdAt),
-        })
+        }
+        log.replace(sessions.rows, session.id, row, stored)
         return session
       }),
 

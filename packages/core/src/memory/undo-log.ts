@@ -6,6 +6,12 @@ export interface UndoLog {
   /** Registers how to take back a write that was just made. */
   record(undo: () => void): void
   set<K, V>(map: Map<K, V>, key: K, value: V): void
+  /**
+   * `set` of a key the caller just found absent, or of one it just read as `previous`: a row's
+   * table is a large map, and `set` looks the key up twice more to learn what to take back.
+   */
+  insert<K, V>(map: Map<K, V>, key: K, value: V): void
+  replace<K, V>(map: Map<K, V>, key: K, value: V, previous: V): void
   delete<K, V>(map: Map<K, V>, key: K): void
   /** Runs `effect` once the writes are committed; never when they are rolled back. */
   afterCommit(effect: () => void): void
@@ -50,6 +56,16 @@ class UndoJournal implements Journal {
     } else {
       this.undos.push(() => map.delete(key))
     }
+    map.set(key, value)
+  }
+
+  insert<K, V>(map: Map<K, V>, key: K, value: V): void {
+    this.undos.push(() => map.delete(key))
+    map.set(key, value)
+  }
+
+  replace<K, V>(map: Map<K, V>, key: K, value: V, previous: V): void {
+    this.undos.push(() => map.set(key, previous))
     map.set(key, value)
   }
 
