@@ -117,19 +117,27 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
     }
   }
 
-  /** A store that found nothing under way; the messages that arrive meanwhile are batched after it. */
-  const storeFirst = async (inbound: InboundMessage, options: IngestOptions): Promise<IngestOutcome> => {
+  // A lone store starts only when no store is under way, so at most one is: its customer fits here.
+  let firstCustomer = ''
+  const storedFirst = (): void => {
+    running -= 1
+    letGo(firstCustomer)
+    if (waiting.length > 0 && running === 0) void drain()
+  }
+
+  /**
+   * A store that found nothing under way; the messages that arrive meanwhile are batched after it.
+   * Its bookkeeping is a reaction to ingest's own promise, registered before the caller's, rather
+   * than an async wrapper that would resolve a promise of its own with the outcome.
+   */
+  const storeFirst = (inbound: InboundMessage, options: IngestOptions): Promise<IngestOutcome> => {
     running += 1
-    const key = customerKey(inbound)
-    hold(key)
+    firstCustomer = customerKey(inbound)
+    hold(firstCustomer)
     lastStartedAt = context.clock.now().getTime()
-    try {
-      return await ingest(context, workers, inbound, options)
-    } finally {
-      running -= 1
-      letGo(key)
-      if (waiting.length > 0 && running === 0) void drain()
-    }
+    const storing = ingest(context, workers, inbound, options)
+    void storing.then(storedFirst, storedFirst)
+    return storing
   }
 
   const checkForStallIn = (ms: number): void => {
