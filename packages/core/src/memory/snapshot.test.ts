@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { pathEntry } from '../domain/agent-path.js'
 import type { Session } from '../domain/session.js'
 import { snapshot, snapshotSession } from './snapshot.js'
 
@@ -92,6 +93,29 @@ describe('snapshot', () => {
       expect(
         snapshotSession({ ...input(), pauseState: { pausedAt: 'x', reason: undefined } }, 1).pauseState,
       ).toEqual({ pausedAt: 'x' })
+    })
+
+    it('keeps every field of a path entry, in the order pathEntry writes them, and copies the facts in theirs', () => {
+      const entry = pathEntry({ id: 3, name: 'Sales', role: 'seller' }, 'entry_routing', new Date(0), {
+        confidence: 0.5,
+        routeId: 'r1',
+        depth: 2,
+        reason: 'pricing',
+      })
+      const facts = { plan: 'pro', name: 'Ann' }
+      const written = input()
+      const stored = snapshotSession(
+        {
+          ...written,
+          metadata: { ...written.metadata, agentPath: [entry], sharedContext: { facts, journey: [] } },
+        },
+        1,
+      )
+
+      expect(stored.metadata.agentPath[0]).not.toBe(entry)
+      expect(Object.entries(stored.metadata.agentPath[0]!)).toEqual(Object.entries(entry))
+      expect(Object.keys(stored.metadata.sharedContext.facts)).toEqual(['plan', 'name'])
+      expect(Object.isFrozen(stored.metadata.sharedContext)).toBe(true)
     })
 
     it('keeps the parts carried over from the session it replaces', () => {

@@ -1,4 +1,6 @@
-import type { Customer, PauseState, Session } from '../domain/session.js'
+import type { AgentPathEntry } from '../domain/agent-path.js'
+import type { Customer, PauseState, RoutingOutcome, Session, SessionMetadata } from '../domain/session.js'
+import type { SharedContext } from '../domain/shared-context.js'
 import { storableText } from '../domain/storable-text.js'
 
 /**
@@ -31,7 +33,7 @@ export function snapshotSession(
   previous?: Session,
 ): Session {
   const customer = exactCustomer(session.customer, previous?.customer)
-  const metadata = copy(session.metadata, previous?.metadata) as Session['metadata']
+  const metadata = snapshotMetadata(session.metadata, previous?.metadata)
   const row: { -readonly [Key in keyof Session]: Session[Key] } = {
     id: session.id,
     companyId: session.companyId,
@@ -49,6 +51,78 @@ export function snapshotSession(
     row.pauseState = copy(session.pauseState, previous?.pauseState) as PauseState
   }
   return Object.freeze(row)
+}
+
+/**
+ * The metadata of a session, its own parts spelled out as the session's fields are: every new
+ * session stores one (an agent path of one entry, an empty shared context), and the generic copy,
+ * a keyed store and two text checks per key of every level, cost a turn more than a tenth of it.
+ * Only the metadata's fields, and a path entry's, are kept; facts, journey steps, errors and the
+ * routing outcome are copied as any data, their keys in the order they were written. Metadata or
+ * an entry that lacks a field it must have is not one the runtime wrote: it is copied as any data.
+ */
+function snapshotMetadata(metadata: SessionMetadata, previous: SessionMetadata | undefined): SessionMetadata {
+  if (metadata === previous) return metadata
+  if (
+    metadata.agentPath === undefined ||
+    metadata.sharedContext === undefined ||
+    metadata.errors === undefined
+  ) {
+    return copy(metadata, previous) as SessionMetadata
+  }
+  const row: { -readonly [Key in keyof SessionMetadata]: SessionMetadata[Key] } = {
+    agentPath: snapshotAgentPath(metadata.agentPath, previous?.agentPath),
+    sharedContext: snapshotSharedContext(metadata.sharedContext, previous?.sharedContext),
+    errors: copy(metadata.errors, previous?.errors) as SessionMetadata['errors'],
+  }
+  if (metadata.routing !== undefined) {
+    row.routing = copy(metadata.routing, previous?.routing) as RoutingOutcome
+  }
+  if (metadata.pauses !== undefined) row.pauses = metadata.pauses
+  return Object.freeze(row)
+}
+
+function snapshotAgentPath(
+  path: readonly AgentPathEntry[],
+  previous: readonly AgentPathEntry[] | undefined,
+): readonly AgentPathEntry[] {
+  if (path === previous) return path
+  if (path.length === 0) return EMPTY_ARRAY as readonly AgentPathEntry[]
+  return Object.freeze(path.map((entry, index) => snapshotPathEntry(entry, previous?.[index])))
+}
+
+/** In the key order `pathEntry` writes, which the API shows. */
+function snapshotPathEntry(entry: AgentPathEntry, previous: AgentPathEntry | undefined): AgentPathEntry {
+  if (entry === previous) return entry
+  if (
+    entry.agentId === undefined ||
+    entry.agentName === undefined ||
+    entry.timestamp === undefined ||
+    entry.via === undefined
+  ) {
+    return copy(entry, previous) as AgentPathEntry
+  }
+  const row = { agentId: entry.agentId, agentName: storedText(entry.agentName) } as {
+    -readonly [Key in keyof AgentPathEntry]: AgentPathEntry[Key]
+  }
+  if (entry.role !== undefined) row.role = storedText(entry.role)
+  if (entry.confidence !== undefined) row.confidence = entry.confidence
+  if (entry.routeId !== undefined) row.routeId = storedText(entry.routeId)
+  row.timestamp = storedText(entry.timestamp)
+  row.via = storedText(entry.via) as AgentPathEntry['via']
+  if (entry.depth !== undefined) row.depth = entry.depth
+  if (entry.reason !== undefined) row.reason = storedText(entry.reason)
+  return Object.freeze(row)
+}
+
+function snapshotSharedContext(context: SharedContext, previous: SharedContext | undefined): SharedContext {
+  if (context === previous) return context
+  if (context.facts === undefined || context.journey === undefined)
+    return copy(context, previous) as SharedContext
+  return Object.freeze({
+    facts: copy(context.facts, previous?.facts) as SharedContext['facts'],
+    journey: copy(context.journey, previous?.journey) as SharedContext['journey'],
+  })
 }
 
 /**
