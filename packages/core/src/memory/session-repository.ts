@@ -3,7 +3,7 @@ import type { Session } from '../domain/session.js'
 import type { SessionRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isTimePosition, takePage } from './paging.js'
 import { snapshotSession } from './snapshot.js'
-import type { Statement } from './undo-log.js'
+import type { Statement, UndoLog } from './undo-log.js'
 
 interface StoredSession {
   readonly session: Session
@@ -14,21 +14,17 @@ interface StoredSession {
 
 export interface SessionTable {
   readonly rows: Map<string, StoredSession>
-  /** The open (not closed) session of each customer, by `customerKey`. */
-  readonly openByCustomer: Map<string, string>
+  /**
+   * The open (not closed) session of each customer, by integration, then by client id: maps of
+   * maps rather than one keyed by a string made of both ids, which every look-up had to build,
+   * flatten and hash anew (a new customer's message looks its customer up twice).
+   */
+  readonly openByIntegration: Map<string, Map<string, string>>
   lastOrder: number
 }
 
 export function createSessionTable(): SessionTable {
-  return { rows: new Map(), openByCustomer: new Map(), lastOrder: 0 }
-}
-
-/**
- * One string per (integration, customer) pair, built several times a turn, so a concatenation
- * instead of JSON. The length prefix keeps it unambiguous whatever characters the ids hold.
- */
-function customerKey(integrationId: string, clientId: string): string {
-  return `${integrationId.length}:${integrationId}${clientId}`
+  return { rows: new Map(), openByIntegration: new Map(), lastOrder: 0 }
 }
 
 function isOpen(session: Session): boolean {
@@ -41,9 +37,22 @@ export function createSessionRepository(options: {
 }): SessionRepository {
   const { sessions, statement } = options
 
-  /** Throws when another session of the customer is open; `key` is the session's customer key. */
-  const assertNoOtherOpen = (session: Session, key: string): void => {
-    const openId = sessions.openByCustomer.get(key)
+  const openSessionId = (integrationId: string, clientId: string): string | undefined =>
+    sessions.openByIntegration.get(integrationId)?.get(clientId)
+
+  /** Records `session` as its customer's open one. */
+  const setOpen = (log: UndoLog, session: Session): void => {
+    let customers = sessions.openByIntegration.get(session.integrationId)
+    if (customers === undefined) {
+      customers = new Map()
+      log.insert(sessions.openByIntegration, session.integrationId, customers)
+    }
+    log.set(customers, session.customer.clientId, session.id)
+  }
+
+  /** Throws when another session of the session's customer is open. */
+  const assertNoOtherOpen = (session: Session): void => {
+    const openId = openSessionId(session.integrationId, session.customer.clientId)
     if (openId !== undefined && openId !== session.id) {
       throw new Error(
         `Customer ${session.customer.clientId} already has open session ${openId} on integration ${session.integrationId}`,
@@ -56,15 +65,14 @@ export function createSessionRepository(options: {
       statement((log) => {
         if (sessions.rows.has(input.id)) throw new Error(`Session ${input.id} already exists`)
         const session = snapshotSession(input, 1)
-        const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
-        if (key !== null) assertNoOtherOpen(session, key)
+        if (isOpen(session)) assertNoOtherOpen(session)
         sessions.lastOrder += 1
         log.insert(sessions.rows, session.id, {
           session,
           order: sessions.lastOrder,
           createdAtMs: timeOfIsoTimestamp(session.createdAt),
         })
-        if (key !== null) log.set(sessions.openByCustomer, key, session.id)
+        if (isOpen(session)) setOpen(log, session)
         return session
       }),
 
@@ -78,7 +86,7 @@ export function createSessionRepository(options: {
 
     findOpen: ({ integrationId, clientId }) =>
       statement(() => {
-        const id = sessions.openByCustomer.get(customerKey(integrationId, clientId))
+        const id = openSessionId(integrationId, clientId)
         return id === undefined ? null : (sessions.rows.get(id)?.session ?? null)
       }),
 
@@ -86,7 +94,7 @@ export function createSessionRepository(options: {
       statement(() => {
         const found: Session[] = []
         for (const clientId of new Set(clientIds)) {
-          const id = sessions.openByCustomer.get(customerKey(integrationId, clientId))
+          const id = openSessionId(integrationId, clientId)
           const stored = id === undefined ? undefined : sessions.rows.get(id)
           if (stored !== undefined) found.push(stored.session)
         }
@@ -99,22 +107,18 @@ export function createSessionRepository(options: {
         if (stored === undefined || stored.session.version !== input.version) return null
         const previous = stored.session
         const session = snapshotSession(input, input.version + 1, previous)
-        // Most saves keep the session open for the same customer: its entry is already right, and
-        // no key needs building.
+        // Most saves keep the session open for the same customer: its entry is already right.
         const sameCustomer =
           isOpen(session) === isOpen(previous) &&
           session.integrationId === previous.integrationId &&
           session.customer.clientId === previous.customer.clientId
         if (!sameCustomer) {
-          const key = isOpen(session) ? customerKey(session.integrationId, session.customer.clientId) : null
-          if (key !== null) assertNoOtherOpen(session, key)
+          if (isOpen(session)) assertNoOtherOpen(session)
           if (isOpen(previous)) {
-            log.delete(
-              sessions.openByCustomer,
-              customerKey(previous.integrationId, previous.customer.clientId),
-            )
+            const customers = sessions.openByIntegration.get(previous.integrationId)
+            if (customers !== undefined) log.delete(customers, previous.customer.clientId)
           }
-          if (key !== null) log.set(sessions.openByCustomer, key, session.id)
+          if (isOpen(session)) setOpen(log, session)
         }
         const row: StoredSession = {
           session,
