@@ -36,54 +36,46 @@ function externalKey(integrationId: string, externalId: string): string {
   return `${integrationId.length}:${integrationId}${externalId}`
 }
 
+/** The fields a stored message keeps from what it was made of, new message or stored row alike. */
+type MessageSource = Pick<
+  Message,
+  'id' | 'companyId' | 'sessionId' | 'role' | 'agentId' | 'externalId' | 'channelId' | 'transport'
+>
+
 /**
- * The stored row of a new message. Its fields are strings and numbers, so a frozen literal is a
- * full copy; the optional ones are left out when absent, as `snapshot` would.
+ * A frozen message row. Its fields are strings and numbers, so the literal is a full copy; the
+ * optional ones are left out when absent, as `snapshot` would. Spelled out rather than spread:
+ * V8 copies a spread of a frozen object, which a stored message is, on its slow path, several
+ * times the cost of this literal.
  */
-function messageRow(input: NewMessage, sequence: number): Message {
+function frozenRow(
+  source: MessageSource,
+  stored: { text: string; at: string; sequence: number; delivery: Delivery | undefined },
+): Message {
   const row: {
     -readonly [Key in keyof Message]: Message[Key]
   } = {
-    id: input.id,
-    companyId: input.companyId,
-    sessionId: input.sessionId,
-    role: input.role,
-    // As PostgreSQL stores it; the ids below stay exact, as its `storableKey` keeps them.
-    text: storedText(input.text),
-    at: isoTimestamp(input.at),
-    sequence,
+    id: source.id,
+    companyId: source.companyId,
+    sessionId: source.sessionId,
+    role: source.role,
+    text: stored.text,
+    at: stored.at,
+    sequence: stored.sequence,
   }
-  if (input.agentId !== undefined) row.agentId = input.agentId
-  if (input.externalId !== undefined) row.externalId = input.externalId
-  if (input.channelId !== undefined) row.channelId = input.channelId
-  if (input.transport !== undefined) row.transport = input.transport
-  if (input.delivery !== undefined) row.delivery = input.delivery
+  if (source.agentId !== undefined) row.agentId = source.agentId
+  if (source.externalId !== undefined) row.externalId = source.externalId
+  if (source.channelId !== undefined) row.channelId = source.channelId
+  if (source.transport !== undefined) row.transport = source.transport
+  if (stored.delivery !== undefined) row.delivery = stored.delivery
   return Object.freeze(row)
 }
 
-/**
- * `message` with another delivery, as a frozen row. Its fields are all primitives, so the literal
- * is a full copy. Spelled out rather than spread: V8 copies a spread of a frozen object, which a
- * stored message is, on its slow path, several times the cost of this literal.
- */
-function withDeliveryRow(message: Message, delivery: Delivery): Message {
-  const row: {
-    -readonly [Key in keyof Message]: Message[Key]
-  } = {
-    id: message.id,
-    companyId: message.companyId,
-    sessionId: message.sessionId,
-    role: message.role,
-    text: message.text,
-    at: message.at,
-    sequence: message.sequence,
-  }
-  if (message.agentId !== undefined) row.agentId = message.agentId
-  if (message.externalId !== undefined) row.externalId = message.externalId
-  if (message.channelId !== undefined) row.channelId = message.channelId
-  if (message.transport !== undefined) row.transport = message.transport
-  row.delivery = delivery
-  return Object.freeze(row)
+/** The stored row of a new message. */
+function messageRow(input: NewMessage, sequence: number): Message {
+  // The text as PostgreSQL stores it; the ids stay exact, as its `storableKey` keeps them.
+  const text = storedText(input.text)
+  return frozenRow(input, { text, at: isoTimestamp(input.at), sequence, delivery: input.delivery })
 }
 
 /**
@@ -96,7 +88,8 @@ export function withDelivery(
   stored: StoredMessage,
   delivery: Delivery,
 ): void {
-  const message = withDeliveryRow(stored.message, delivery)
+  const { text, at, sequence } = stored.message
+  const message = frozenRow(stored.message, { text, at, sequence, delivery })
   log.replace(messages.rows, message.id, { message, integrationId: stored.integrationId }, stored)
 }
 
