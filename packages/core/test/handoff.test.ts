@@ -7,6 +7,7 @@ import {
   reply,
   toolCall,
 } from '../src/testing/index.js'
+import { humanTeam } from './support/human-team.js'
 
 let harness: ConversationHarness
 afterEach(async () => {
@@ -190,18 +191,6 @@ describe('handoff_to_agent', () => {
 })
 
 describe('transfer to a human', () => {
-  const humanTeam = {
-    reception: {
-      handoff: {
-        enabled: true,
-        allowedTargets: ['humans'],
-        handoffMessageTemplate: 'A colleague will take over.',
-        msgplatform: { targetGroupId: 7, sendSystemMessage: false },
-      },
-    },
-    humans: { kind: 'human' as const },
-  }
-
   it('announces, then transfers and pauses; the human agent is active', async () => {
     await team(humanTeam, { humanTransfer: true })
     harness.model.script(harness.agent('reception'), handoff(harness.agent('humans'), 'wants a person'))

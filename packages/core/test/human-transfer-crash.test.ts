@@ -10,22 +10,11 @@ import {
   type RecordingConnector,
   reply,
 } from '../src/testing/index.js'
+import { humanTeam } from './support/human-team.js'
 
 // CONTRACT §8 and §11: a turn that hands the customer to a human commits the pause, then calls the
 // platform's transfer. A process that dies in between must not leave the customer waiting for an
 // operator who was never asked: another switchboard on the storage makes the transfer.
-
-const humanTeam = {
-  reception: {
-    handoff: {
-      enabled: true,
-      allowedTargets: ['humans'],
-      handoffMessageTemplate: 'A colleague will take over.',
-      msgplatform: { targetGroupId: 7, sendSystemMessage: false },
-    },
-  },
-  humans: { kind: 'human' as const },
-}
 
 function deferred<T>() {
   let resolve: (value: T) => void = () => {}

@@ -62,6 +62,10 @@ export function runHumanTransferConformance(
       return { ...rest, leaseToken }
     }
 
+    /** `id` claimed for 30 s by `leaseToken` at `now`. */
+    const claim = (id: string, leaseToken: string, now: Date) =>
+      storage.humanTransfers.claim({ id, now, leaseMs: 30_000, leaseToken })
+
     /** Claims whatever an earlier test or run left due, so that only this test's transfers are. */
     const drainDue = async (now: Date): Promise<void> => {
       for (;;) {
@@ -100,23 +104,9 @@ export function runHumanTransferConformance(
           leaseToken: 'sweeper',
         }),
       ).toEqual([])
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(1000),
-          leaseMs: 30_000,
-          leaseToken: 'other',
-        }),
-      ).toBeNull()
+      expect(await claim(transfer.id, 'other', at(1000))).toBeNull()
       // Its holder claims it again, for the call: a lease from now.
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(1000),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toEqual(claimed(transfer, 'pauser'))
+      expect(await claim(transfer.id, 'pauser', at(1000))).toEqual(claimed(transfer, 'pauser'))
       expect(
         await storage.humanTransfers.claimDue({
           now: at(30_999),
@@ -134,36 +124,17 @@ export function runHumanTransferConformance(
       })
       expect(swept).toEqual([claimed(transfer, 'sweeper')])
       // The holder whose lease ran out can neither claim it back nor remove it.
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(32_000),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toBeNull()
+      expect(await claim(transfer.id, 'pauser', at(32_000))).toBeNull()
       expect(await storage.humanTransfers.remove({ id: transfer.id, leaseToken: 'pauser' })).toBe(false)
       expect(await storage.humanTransfers.remove({ id: transfer.id, leaseToken: 'sweeper' })).toBe(true)
       expect(await storage.humanTransfers.remove({ id: transfer.id, leaseToken: 'sweeper' })).toBe(false)
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(HOUR),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toBeNull()
+      expect(await claim(transfer.id, 'pauser', at(HOUR))).toBeNull()
     })
 
     it('answers a transfer without operator or group with neither key', async () => {
       const transfer = newTransfer()
       await storage.humanTransfers.add(transfer)
-      const found = await storage.humanTransfers.claim({
-        id: transfer.id,
-        now: at(),
-        leaseMs: 30_000,
-        leaseToken: 'pauser',
-      })
+      const found = await claim(transfer.id, 'pauser', at())
       expect(found).toEqual(claimed(transfer, 'pauser'))
       expect(found !== null && ('operatorId' in found || 'groupId' in found)).toBe(false)
       expect(await storage.humanTransfers.remove({ id: transfer.id, leaseToken: 'pauser' })).toBe(true)
@@ -177,14 +148,7 @@ export function runHumanTransferConformance(
       const transfer = newTransfer({ after: [earlier.id, announcement.id], leasedUntil: at() })
       await storage.humanTransfers.add(transfer)
 
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(HOUR),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toBeNull()
+      expect(await claim(transfer.id, 'pauser', at(HOUR))).toBeNull()
       expect(
         await storage.humanTransfers.claimDue({
           now: at(HOUR),
@@ -250,14 +214,7 @@ export function runHumanTransferConformance(
           throw expectedError()
         }),
       ).rejects.toThrow('rolled back on purpose')
-      expect(
-        await storage.humanTransfers.claim({
-          id: transfer.id,
-          now: at(HOUR),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toBeNull()
+      expect(await claim(transfer.id, 'pauser', at(HOUR))).toBeNull()
 
       await storage.transaction((tx) => tx.humanTransfers.add(transfer))
       await expect(
@@ -273,14 +230,7 @@ export function runHumanTransferConformance(
       const transfer = newTransfer()
       await storage.humanTransfers.add(transfer)
       await expect(storage.humanTransfers.add(transfer)).rejects.toThrow()
-      expect(
-        await storage.humanTransfers.claim({
-          id: 'not-a-uuid',
-          now: at(),
-          leaseMs: 30_000,
-          leaseToken: 'pauser',
-        }),
-      ).toBeNull()
+      expect(await claim('not-a-uuid', 'pauser', at())).toBeNull()
       expect(await storage.humanTransfers.remove({ id: 'not-a-uuid', leaseToken: 'pauser' })).toBe(false)
       expect(await storage.humanTransfers.remove({ id: transfer.id, leaseToken: 'pauser' })).toBe(true)
     })
