@@ -141,18 +141,23 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
     }
   }
 
-  const finish = (): TurnOutcome => ({
-    activeAgentId: agent.id,
-    pathEntries,
-    facts: newFacts,
-    journey: newJourney,
-    ...(routing === undefined ? {} : { routing }),
-    errors,
-    outgoing,
-    ...(humanTransfer === undefined ? {} : { humanTransfer }),
-    rejectedHandoffs,
-    usage,
-  })
+  // Optional fields set when present rather than spread in: each spread, of an empty object too,
+  // is a property copy of its own, and every turn ends here.
+  const finish = (): TurnOutcome => {
+    const outcome: { -readonly [Key in keyof TurnOutcome]: TurnOutcome[Key] } = {
+      activeAgentId: agent.id,
+      pathEntries,
+      facts: newFacts,
+      journey: newJourney,
+      errors,
+      outgoing,
+      rejectedHandoffs,
+      usage,
+    }
+    if (routing !== undefined) outcome.routing = routing
+    if (humanTransfer !== undefined) outcome.humanTransfer = humanTransfer
+    return outcome
+  }
 
   if (agent.kind === 'human') return finish()
 

@@ -2,13 +2,7 @@ import { MAX_HISTORY_WINDOW, runTurn, type TurnOutcome } from '../agent/run-turn
 import type { Agent } from '../domain/agent.js'
 import { type AgentPathEntry, pathEntry } from '../domain/agent-path.js'
 import { isoTimestamp } from '../domain/iso-timestamp.js'
-import {
-  channelOf,
-  type Message,
-  type Session,
-  type SessionErrorRecord,
-  type SessionMetadata,
-} from '../domain/session.js'
+import type { Message, Session, SessionErrorRecord, SessionMetadata } from '../domain/session.js'
 import { transition, withState } from '../domain/session-state-machine.js'
 import { applySharedContextChanges } from '../domain/shared-context.js'
 import { storableText } from '../domain/storable-text.js'
@@ -239,8 +233,11 @@ export async function processJob(
           text: storableText(outgoing.text),
           agentId: outgoing.agentId,
           at: now,
-          // Back on the channel of the message answered, wherever the customer wrote from since.
-          ...channelOf(message),
+          // Back on the channel of the message answered, wherever the customer wrote from since;
+          // undefined when it has none, which every storage stores as no channel. Not spread from
+          // `channelOf`: a spread is a property copy of its own, per reply.
+          channelId: message.channelId,
+          transport: message.transport,
           delivery: silenced ? 'blocked' : 'pending',
         }),
       )
