@@ -71,14 +71,18 @@ export function createJobQueue(options: {
   }
 
   const finish = (log: UndoLog, job: JobRecord): void => {
-    log.delete(jobs.rows, job.id)
+    log.remove(jobs.rows, job.id, job)
     const queue = jobs.bySession.get(job.sessionId)!
+    // The session's only job, the usual case: its queue goes as it is.
+    if (queue.length === 1) {
+      log.remove(jobs.bySession, job.sessionId, queue)
+      return
+    }
     const index = queue.indexOf(job.id)
     queue.splice(index, 1)
     log.record(() => queue.splice(index, 0, job.id))
-    if (queue.length === 0) log.delete(jobs.bySession, job.sessionId)
-    // The session's next job, if any, is no longer held back.
-    else log.afterCommit(listeners.notify)
+    // The session's next job is no longer held back.
+    log.afterCommit(listeners.notify)
   }
 
   /** A job leased from the start (`enqueueLeased`) is nobody else's to take: no one is told of it. */

@@ -69,7 +69,7 @@ function compact(log: UndoLog, outbox: OutboxTable, sessionId: string): void {
     queue.start = start
   })
   if (next === ids.length) {
-    log.delete(outbox.bySession, sessionId)
+    log.remove(outbox.bySession, sessionId, queue)
   } else if (next > ids.length / 2) {
     queue.ids = ids.slice(next)
     queue.start = 0
@@ -169,7 +169,7 @@ export function createOutboxRepository(options: {
       statement((log) => {
         const record = heldBy(messageId, leaseToken)
         if (record === null) return false
-        log.delete(outbox.rows, messageId)
+        log.remove(outbox.rows, messageId, record)
         compact(log, outbox, record.sessionId)
         if (delivery !== undefined) {
           const stored = messages.rows.get(messageId)

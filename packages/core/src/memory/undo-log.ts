@@ -13,6 +13,8 @@ export interface UndoLog {
   insert<K, V>(map: Map<K, V>, key: K, value: V): void
   replace<K, V>(map: Map<K, V>, key: K, value: V, previous: V): void
   delete<K, V>(map: Map<K, V>, key: K): void
+  /** `delete` of a key the caller just read as `previous`, for the same reason. */
+  remove<K, V>(map: Map<K, V>, key: K, previous: V): void
   /** Runs `effect` once the writes are committed; never when they are rolled back. */
   afterCommit(effect: () => void): void
 }
@@ -72,6 +74,11 @@ class UndoJournal implements Journal {
   delete<K, V>(map: Map<K, V>, key: K): void {
     if (!map.has(key)) return
     const previous = map.get(key) as V
+    this.undos.push(() => map.set(key, previous))
+    map.delete(key)
+  }
+
+  remove<K, V>(map: Map<K, V>, key: K, previous: V): void {
     this.undos.push(() => map.set(key, previous))
     map.delete(key)
   }
