@@ -225,7 +225,11 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
    */
   function drain(first: OutboxItem, known?: DeliveryContext): Promise<void> {
     const { sessionId } = first
-    const work = (async () => {
+    const work = sendInOrder()
+    draining.set(sessionId, work)
+    return work
+
+    async function sendInOrder(): Promise<void> {
       let item: OutboxItem | null = first
       try {
         // What the caller knew holds for the first message only; later ones may come much later.
@@ -244,14 +248,12 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
           { messageId: item?.messageId, sessionId, error: String(error) },
           'delivery failed unexpectedly',
         )
+      } finally {
+        // Here rather than in a reaction to `work`, which costs a promise more. After an await,
+        // so `work` is set and in `draining` by now.
+        if (draining.get(sessionId) === work) draining.delete(sessionId)
       }
-    })()
-    draining.set(sessionId, work)
-    const done = () => {
-      if (draining.get(sessionId) === work) draining.delete(sessionId)
     }
-    void work.then(done, done)
-    return work
   }
 
   function claim(messageId: string): Promise<OutboxItem | null> {
