@@ -40,8 +40,14 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
   let lastStartedAt = 0
   let stallCheckPending = false
   // Customers with a message in a store under way: a store started beside a stuck one leaves their
-  // later messages waiting, so a customer's messages are stored in the order they came.
+  // later messages waiting, so a customer's messages are stored in the order they came. The
+  // customer of a lone store (`storeFirst`) is `first` instead.
   const storing = new Map<string, number>()
+  // A lone store starts only when no store is under way, so at most one is. Its customer is kept
+  // as the message itself: a key in `storing` was built, hashed and dropped for every message.
+  let first: InboundMessage | null = null
+  const isFirstCustomer = ({ integrationId, clientId }: InboundMessage): boolean =>
+    first !== null && first.integrationId === integrationId && first.clientId === clientId
   const hold = (key: string) => storing.set(key, (storing.get(key) ?? 0) + 1)
   const letGo = (key: string) => {
     const left = storing.get(key)! - 1
@@ -51,11 +57,12 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
 
   /** Up to MAX_BATCH waiting messages, in the order they came, of customers no store holds. */
   const takeBatch = (): Waiting[] => {
-    if (storing.size === 0) return waiting.splice(0, MAX_BATCH)
+    if (storing.size === 0 && first === null) return waiting.splice(0, MAX_BATCH)
     const batch: Waiting[] = []
     const kept: Waiting[] = []
     for (const request of waiting) {
-      if (batch.length < MAX_BATCH && !storing.has(customerKey(request.inbound))) batch.push(request)
+      const held = isFirstCustomer(request.inbound) || storing.has(customerKey(request.inbound))
+      if (batch.length < MAX_BATCH && !held) batch.push(request)
       else kept.push(request)
     }
     waiting.splice(0, waiting.length, ...kept)
@@ -117,11 +124,9 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
     }
   }
 
-  // A lone store starts only when no store is under way, so at most one is: its customer fits here.
-  let firstCustomer = ''
   const storedFirst = (): void => {
     running -= 1
-    letGo(firstCustomer)
+    first = null
     if (waiting.length > 0 && running === 0) void drain()
   }
 
@@ -132,8 +137,7 @@ export function createIngestQueue(context: RuntimeContext, workers: JobHandOff):
    */
   const storeFirst = (inbound: InboundMessage, options: IngestOptions): Promise<IngestOutcome> => {
     running += 1
-    firstCustomer = customerKey(inbound)
-    hold(firstCustomer)
+    first = inbound
     lastStartedAt = context.clock.now().getTime()
     const storing = ingest(context, workers, inbound, options)
     void storing.then(storedFirst, storedFirst)
