@@ -119,10 +119,10 @@ function snapshotSharedContext(context: SharedContext, previous: SharedContext |
   if (context === previous) return context
   if (context.facts === undefined || context.journey === undefined)
     return copy(context, previous) as SharedContext
-  return Object.freeze({
-    facts: copy(context.facts, previous?.facts) as SharedContext['facts'],
-    journey: copy(context.journey, previous?.journey) as SharedContext['journey'],
-  })
+  const facts = copy(context.facts, previous?.facts) as SharedContext['facts']
+  const journey = copy(context.journey, previous?.journey) as SharedContext['journey']
+  if (facts === EMPTY_OBJECT && journey === EMPTY_ARRAY) return EMPTY_SHARED_CONTEXT
+  return Object.freeze({ facts, journey })
 }
 
 /**
@@ -155,6 +155,11 @@ function copy(value: unknown, previous: unknown): unknown {
  */
 const EMPTY_ARRAY: readonly unknown[] = Object.freeze([])
 const EMPTY_OBJECT: object = Object.freeze({})
+/** Every new session's shared context, no fact and no step yet. */
+const EMPTY_SHARED_CONTEXT: SharedContext = Object.freeze({
+  facts: EMPTY_OBJECT as SharedContext['facts'],
+  journey: EMPTY_ARRAY as SharedContext['journey'],
+})
 
 function copyObject(value: object, previous: unknown): object {
   if (Array.isArray(value)) {
