@@ -113,7 +113,8 @@ function countInstructions(
       String(warmUp),
       String(turns),
     ]
-    const run = spawn('valgrind', args)
+    // Only stderr, where callgrind reports its count; an unread stdout pipe could fill and block.
+    const run = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     run.stderr.setEncoding('utf8').on('data', (chunk: string) => {
       stderr += chunk
