@@ -1070,6 +1070,26 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         }
       }
 
+      /**
+       * A lone message's store, held until the messages after it have queued: they are then stored
+       * together as one batch, and the close of `session` in `other` races that batch's insert.
+       * Returns the lone store and `release`, to call once the batch's messages are ingested.
+       */
+      const holdLoneStoreThenRaceAClose = async (
+        receiving: Awaited<ReturnType<typeof switchboardWithInsertHooks>>,
+        integrationId: string,
+        close: InsertHook,
+      ) => {
+        const queued = deferred()
+        receiving.hooks.push(async (insert) => {
+          await queued.promise
+          return insert()
+        }, close)
+        const lone = receiving.switchboard.ingest({ integrationId, clientId: 'lone', text: 'hi' })
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        return { lone, release: queued.resolve }
+      }
+
       /** The racing message ('are you there?') left the closed session alone and was answered in its own. */
       async function expectAnsweredInANewSession(
         receiving: { connector: { sent: readonly { sessionId: string; role: string }[] } },
@@ -1115,28 +1135,16 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           const first = (await receiving.switchboard.ingest({ ...closing, text: 'hello' }))._unsafeUnwrap()
           await receiving.switchboard.idle()
           const raced: string[] = []
-          // A lone message's store is held until the next two have queued behind it: they are then
-          // stored together, and the close races their insert.
-          const queued = deferred()
-          receiving.hooks.push(
-            async (insert) => {
-              await queued.promise
-              return insert()
-            },
+          const { lone, release } = await holdLoneStoreThenRaceAClose(
+            receiving,
+            integration.id,
             closingMeanwhile(other, first.session, raced),
           )
-
-          const lone = receiving.switchboard.ingest({
-            integrationId: integration.id,
-            clientId: 'lone',
-            text: 'hi',
-          })
-          await new Promise((resolve) => setTimeout(resolve, 20))
           const together = [
             receiving.switchboard.ingest({ ...closing, text: 'are you there?' }),
             receiving.switchboard.ingest({ integrationId: integration.id, clientId: 'beside', text: 'hey' }),
           ]
-          queued.resolve()
+          release()
           const [, racing, beside] = await Promise.all([lone, ...together])
           await receiving.switchboard.idle()
 
@@ -1165,26 +1173,16 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           )._unsafeUnwrap().session
           await receiving.switchboard.idle()
           const raced: string[] = []
-          const queued = deferred()
-          receiving.hooks.push(
-            async (insert) => {
-              await queued.promise
-              return insert()
-            },
+          const { lone, release } = await holdLoneStoreThenRaceAClose(
+            receiving,
+            integration.id,
             closingMeanwhile(other, first.session, raced),
           )
-
-          const lone = receiving.switchboard.ingest({
-            integrationId: integration.id,
-            clientId: 'lone',
-            text: 'hi',
-          })
-          await new Promise((resolve) => setTimeout(resolve, 20))
           const texts = ['c1', 'b1', 'c2', 'b2', 'c3', 'b3', 'c4', 'b4', 'c5', 'b5']
           const together = texts.map((text) =>
             receiving.switchboard.ingest({ ...(text.startsWith('c') ? closing : beside), text }),
           )
-          queued.resolve()
+          release()
           const [, ...stored] = await Promise.all([lone, ...together])
           await receiving.switchboard.idle()
 
