@@ -176,6 +176,27 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
+    /**
+     * A storage in a schema of its own on one connection, so that the test sees the plans that
+     * connection caches from the first statement on; the schema is dropped afterwards.
+     */
+    const withFreshStorage = async (
+      prefix: string,
+      body: (fresh: { schema: string; pool: Db; storage: Storage }) => Promise<void>,
+    ): Promise<void> => {
+      const schema = `${prefix}_${randomBytes(6).toString('hex')}`
+      await admin.query(`CREATE SCHEMA ${schema}`)
+      const pool = connectTo(schema, 1)
+      const freshStorage = await createPostgresStorage({ db: pool })
+      try {
+        await body({ schema, pool, storage: freshStorage })
+      } finally {
+        await freshStorage.close()
+        await pool.close()
+        await admin.query(`DROP SCHEMA ${schema} CASCADE`)
+      }
+    }
+
     it('migrates an empty schema once when two processes start at the same moment', async () => {
       const fresh = `switchboard_migrate_${randomBytes(6).toString('hex')}`
       await admin.query(`CREATE SCHEMA ${fresh}`)
@@ -202,11 +223,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       // A new database's first webhooks prepare these statements on nearly empty tables; PostgreSQL
       // may then keep a generic plan for the connection's life. One that read all of an integration's
       // rows made each webhook batch slower as the tables grew.
-      const fresh = `switchboard_plans_${randomBytes(6).toString('hex')}`
-      await admin.query(`CREATE SCHEMA ${fresh}`)
-      const pool = connectTo(fresh, 1)
-      const freshStorage = await createPostgresStorage({ db: pool })
-      try {
+      await withFreshStorage('switchboard_plans', async ({ schema: fresh, pool, storage: freshStorage }) => {
         const { companyId, agent, integration } = await seedChannel(freshStorage)
         const integrationId = integration.id
         const lookUp = (client: DbClient) =>
@@ -298,21 +315,13 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(found[0].map((message) => message.externalId)).toEqual(['m-7'])
         expect(found[1].map((session) => session.customer.clientId)).toEqual(['c-7'])
         expect(read).toEqual({ messages: 1, sessions: 1, sessionsByInserts: 6 })
-      } finally {
-        await freshStorage.close()
-        await pool.close()
-        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
-      }
+      })
     })
 
     it('leases a job under a backlog reading a handful of rows, whatever plan the connection cached while the queue was short', async () => {
-      const fresh = `switchboard_lease_${randomBytes(6).toString('hex')}`
-      await admin.query(`CREATE SCHEMA ${fresh}`)
-      const pool = connectTo(fresh, 1)
-      const freshStorage = await createPostgresStorage({ db: pool })
-      const queue = (client: DbClient) =>
-        createJobQueue({ client, channel: 'unused', listeners: { add: () => () => undefined } })
-      try {
+      await withFreshStorage('switchboard_lease', async ({ schema: fresh, pool, storage: freshStorage }) => {
+        const queue = (client: DbClient) =>
+          createJobQueue({ client, channel: 'unused', listeners: { add: () => () => undefined } })
         const { companyId, agent, integration } = await seedChannel(freshStorage)
         const at = new Date('2026-03-01T10:00:00.000Z')
         const backlog = async (customers: number, messagesEach: number) => {
@@ -383,22 +392,14 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(lease).not.toBeNull()
         // 318 jobs are queued; the lease looks at the few oldest, not at all of them.
         expect(read).toBeLessThanOrEqual(30)
-      } finally {
-        await freshStorage.close()
-        await pool.close()
-        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
-      }
+      })
     })
 
     it("claims due outbox heads reading each session's head once, not all of its waiting messages per candidate", async () => {
       // A session whose head waits for a retry while its later replies pile up behind it: every
       // later reply is a due candidate, and the head of its session was found by reading and sorting
       // all of the session's rows, once per candidate.
-      const fresh = `switchboard_outbox_${randomBytes(6).toString('hex')}`
-      await admin.query(`CREATE SCHEMA ${fresh}`)
-      const pool = connectTo(fresh, 1)
-      const freshStorage = await createPostgresStorage({ db: pool })
-      try {
+      await withFreshStorage('switchboard_outbox', async ({ schema: fresh, pool, storage: freshStorage }) => {
         const { companyId, agent, integration } = await seedChannel(freshStorage)
         const at = new Date('2026-03-01T10:00:00.000Z')
         const session = await createSession(freshStorage, {
@@ -465,11 +466,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         expect(claimed).toEqual([])
         // Each of the 299 due candidates looks its session's head up in one probe.
         expect(read).toBeLessThanOrEqual(4 * waiting)
-      } finally {
-        await freshStorage.close()
-        await pool.close()
-        await admin.query(`DROP SCHEMA ${fresh} CASCADE`)
-      }
+      })
     })
 
     it('hears of jobs enqueued through another pool, as another process would enqueue them', async () => {
