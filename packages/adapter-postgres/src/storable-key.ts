@@ -8,15 +8,23 @@ import { storableJson } from './storable-text.js'
 const MARK = '\u0001json:'
 
 /**
+ * U+FEFF, a byte order mark. PGlite decodes every text value it reads with a TextDecoder, which
+ * drops one at the start: a key starting with it came back without it (a reply went to another
+ * channel than the message came from), where PostgreSQL and the memory storage keep it.
+ */
+const BYTE_ORDER_MARK = '\uFEFF'
+
+/**
  * A key from outside (a message's external id, a customer's client id, channel or transport, a
  * webhook delivery id) as a text column can hold it, exactly and told apart from every other: the
  * U+FFFD that `storableJson` puts in place of U+0000 would make `k\u0000` and `k\uFFFD` one key,
  * and the second message a "duplicate" of the first. Almost every key is stored as it is; any
- * other is stored as the marker followed by its JSON, which escapes those characters in ASCII.
+ * other is stored as the marker followed by its JSON, which escapes those characters in ASCII (and
+ * puts a leading U+FEFF after the marker and a quote, where every driver reads it back).
  */
 export function storableKey(key: string): string {
   // Unchanged by storableText: nothing in it a text column cannot hold.
-  const exact = storableText(key) === key && !key.startsWith(MARK)
+  const exact = storableText(key) === key && !key.startsWith(MARK) && !key.startsWith(BYTE_ORDER_MARK)
   return exact ? key : MARK + JSON.stringify(key)
 }
 
