@@ -3,7 +3,7 @@ import { createMemoryStorage } from '../memory/memory-storage.js'
 import type { Connector } from '../ports/connector.js'
 import { createManualClock } from '../testing/manual-clock.js'
 import { createRecordingConnector, type RecordingConnector } from '../testing/recording-connector.js'
-import { createIntegrationService, STATUS_HOOK_EVENTS } from './integration-service.js'
+import { createIntegrationService, integrationUrl, STATUS_HOOK_EVENTS } from './integration-service.js'
 
 const COMPANY = 1
 const OTHER_COMPANY = 2
@@ -125,6 +125,16 @@ describe('integration service', () => {
       expect(await paths({ apiBaseUrl: 'https://x', apiToken })).toEqual(['config.apiToken'])
     }
     expect(await paths({ apiBaseUrl: 'https://x/api/', apiToken: 'Bearer sk-123 abc' })).toEqual([])
+  })
+
+  // URL schemes are case-insensitive (RFC 3986 §3.1): a public URL given as HTTPS://… is as good.
+  it('makes the WebSocket URL of a webchat integration from a public URL whose scheme has capitals', () => {
+    const webchat = { id: '7', type: 'webchat' }
+    expect(integrationUrl('HTTPS://Chat.Example.com/', webchat)).toBe('wss://Chat.Example.com/api/webchat/7')
+    expect(integrationUrl('Http://localhost:3000', webchat)).toBe('ws://localhost:3000/api/webchat/7')
+    expect(integrationUrl('HTTPS://Chat.Example.com', { id: '8', type: 'msgplatform' })).toBe(
+      'HTTPS://Chat.Example.com/api/webhook/msgplatform/8',
+    )
   })
 
   it('creates a webchat integration whose URL is its WebSocket endpoint', async () => {

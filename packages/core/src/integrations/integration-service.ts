@@ -95,7 +95,11 @@ function randomSecret(): string {
  */
 export function integrationUrl(publicUrl: string, integration: Pick<Integration, 'id' | 'type'>): string {
   const base = publicUrl.replace(/\/+$/, '')
-  if (integration.type === 'webchat') return `${base.replace(/^http/, 'ws')}/api/webchat/${integration.id}`
+  // Schemes are case-insensitive: HTTPS:// given is wss:// too.
+  if (integration.type === 'webchat') {
+    const socketBase = base.replace(/^http(s?):/i, (_scheme, secure: string) => `ws${secure.toLowerCase()}:`)
+    return `${socketBase}/api/webchat/${integration.id}`
+  }
   return `${base}/api/webhook/${integration.type}/${integration.id}`
 }
 
