@@ -82,6 +82,33 @@ describe('the reference server', () => {
     expect((await fetch(`${url}/api/agents`)).status).toBe(401)
   })
 
+  it('hands out webhook URLs on http://HOST:PORT with the port it listens on (PORT=0), or on PUBLIC_URL', async () => {
+    const webhookUrlOn = async (url: string) => {
+      const post = poster(url)
+      await post('/api/auth/register', {
+        email: 'hooks@shop.test',
+        password: 'correct horse',
+        companyName: 'Shop',
+      })
+      const login = await json(
+        await post('/api/auth/login', { email: 'hooks@shop.test', password: 'correct horse' }),
+      )
+      const token = (login.body.session as { access_token: string }).access_token
+      const agent = await json(await post('/api/agents', { name: 'Support' }, token))
+      const config = { apiBaseUrl: 'https://platform.example.com', apiToken: 'token' }
+      const body = { type: 'msgplatform', name: 'Platform', entryAgentId: agent.body.id, config }
+      const created = await json(await post('/api/integrations', body, token))
+      return `${created.body.webhookUrl}`.replace(/\d+$/, '{id}')
+    }
+    const { url } = await start()
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:[1-9]\d*$/)
+    expect(await webhookUrlOn(url)).toBe(`${url}/api/webhook/msgplatform/{id}`)
+    const behindProxy = await start({ PUBLIC_URL: 'https://chat.example.com/base' })
+    expect(await webhookUrlOn(behindProxy.url)).toBe(
+      'https://chat.example.com/base/api/webhook/msgplatform/{id}',
+    )
+  })
+
   it('accepts an access token minted with JWT_SECRET and only the claims of CONTRACT §3; its logout revokes every login of the user', async () => {
     const secret = 'a shared secret of the reference server tests'
     const { url } = await start({ JWT_SECRET: secret })
