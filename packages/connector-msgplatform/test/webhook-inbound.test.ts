@@ -77,6 +77,33 @@ describe('idempotency', () => {
     expect(stack.platform.callsTo('/v1/messages')).toHaveLength(1)
   })
 
+  it.each([
+    ['message_id', (id: string) => ({ extra: { message_id: id }, headers: {} })],
+    ['webhook-id', (id: string) => ({ extra: {}, headers: { 'webhook-id': id } })],
+  ])('repeats of a %s after a close are duplicates: no new session', async (_key, delivery) => {
+    const { stack, agentId, integrationId } = await setUp()
+    stack.model.script(agentId, reply('Hello there'))
+    const { extra, headers } = delivery('msg-4')
+    expect(await stack.message(integrationId, 'c-4', 'hi', extra, { headers })).toEqual({
+      status: 200,
+      body: { ok: true },
+    })
+    await stack.platform.waitForCalls('/v1/messages', 1)
+    const closing = { hook_type: 'close_dialog', client_id: 'c-4' }
+    expect((await stack.webhook(integrationId, closing)).body).toEqual({ ok: true })
+
+    // The platform retries the delivery it sent before the close: the key is the integration's,
+    // not the session's, so the retry neither opens a new session nor gets a second answer.
+    expect(await stack.message(integrationId, 'c-4', 'hi', extra, { headers })).toEqual({
+      status: 200,
+      body: { ok: true, duplicate: true },
+    })
+    await stack.server.switchboard.idle()
+    const sessions = await stack.sessionsOf(integrationId, 'c-4')
+    expect(sessions.map((session) => session.state)).toEqual(['closed'])
+    expect(stack.platform.callsTo('/v1/messages')).toHaveLength(1)
+  })
+
   it('prefers webhook-id: the same message_id under two deliveries of different ids is stored twice', async () => {
     const { stack, agentId, integrationId } = await setUp()
     stack.model.script(agentId, reply('one'), reply('two'))
