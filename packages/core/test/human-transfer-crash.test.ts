@@ -263,4 +263,32 @@ describe('a transfer to a human under way when its switchboard stops', () => {
     await survivor!.idle()
     expect(platform.transfers).toEqual([])
   })
+
+  // CONTRACT §8: the announcement is delivered before the transfer call. stop() ends the turn's
+  // wait for its announcement's retry; the transfer must still wait for the announcement.
+  it('is not made while its announcement waits for a retry; the next switchboard sends it, then transfers', async () => {
+    harness = await createConversationHarness({ agents: humanTeam, entry: 'reception', humanTransfer: true })
+    const tried = deferred<void>()
+    harness.connector.send = async () => {
+      tried.resolve()
+      return { ok: false, retryable: true, error: 'msgplatform answered 503' }
+    }
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('humans'), 'wants a person'))
+    const customer = harness.customer()
+    const { session } = await customer.sends('I want to talk to a person')
+    await tried.promise
+
+    // The drain ends at its deadline (the retry is due on the harness's clock, which stands still).
+    await harness.switchboard.stop({ timeoutMs: 100 })
+    expect(harness.connector.transfers).toEqual([])
+    expect((await customer.session()).state).toBe('paused')
+
+    const platform = await startSurvivor()
+    await advanceUntil(() => platform.transfers.length > 0)
+    expect(platform.sent.map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+    expect(platform.transfers).toEqual([
+      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
+    ])
+    expect(harness.connector.transfers).toEqual([])
+  })
 })
