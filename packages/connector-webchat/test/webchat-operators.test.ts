@@ -58,6 +58,32 @@ describe('operators and the webchat', () => {
     expect(renewed.sessionId).not.toBe(session.sessionId)
   })
 
+  // CONTRACT §8: on webchat a reassign to a human agent pauses with no connector call.
+  it('pauses on a reassign to a human agent, with no transfer to make; no agent answers', async () => {
+    const desk = await fixture.service.createAgent({ name: 'Front desk', kind: 'human' })
+    const visitor = await visit()
+    const session = await visitor.next('session')
+    const path = `/api/sessions/${session.sessionId}`
+
+    const reassigned = await fixture.service.api('POST', `${path}/reassign`, { agentId: desk })
+    expect(reassigned.status).toBe(200)
+    expect(reassigned.body).toEqual({
+      id: session.sessionId,
+      state: 'paused',
+      activeAgentId: desk,
+      pauseState: { pausedAt: expect.any(String) },
+    })
+    expect(await visitor.next()).toEqual({ type: 'state', state: 'paused' })
+
+    // Stored, and no agent works on it (the scripted model fails the test on a call it lacks).
+    visitor.send({ type: 'message', text: 'anyone there?', clientMessageId: 'd-1' })
+    await visitor.next('ack')
+    expect(await visitor.quietFor(150, 'typing')).toBe(true)
+    await fixture.service.reference.switchboard.idle()
+    const view = await fixture.service.api<{ metadata: { errors: unknown[] } }>('GET', path)
+    expect(view.body.metadata.errors).toEqual([])
+  })
+
   it('delivers an operator message, in any state but closed', async () => {
     const visitor = await visit()
     const session = await visitor.next('session')
