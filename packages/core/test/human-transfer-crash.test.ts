@@ -62,6 +62,18 @@ async function advanceUntil(done: () => boolean, seconds = 120): Promise<void> {
   }
 }
 
+/**
+ * The next switchboard sends the handoff's announcement, then makes the transfer, once; the first
+ * switchboard made none.
+ */
+async function expectAnnouncedThenTransferredBySurvivor(sessionId: string): Promise<void> {
+  const platform = await startSurvivor()
+  await advanceUntil(() => platform.transfers.length > 0)
+  expect(platform.sent.map((sent) => sent.text)).toEqual(['A colleague will take over.'])
+  expect(platform.transfers).toEqual([{ sessionId, groupId: 7, systemMessage: false, sentBefore: 1 }])
+  expect(harness.connector.transfers).toEqual([])
+}
+
 describe('a transfer to a human whose switchboard stopped after the pause committed', () => {
   it('is made by the next switchboard when the first never heard back from the platform', async () => {
     harness = await createConversationHarness({ agents: humanTeam, entry: 'reception', humanTransfer: true })
@@ -108,14 +120,7 @@ describe('a transfer to a human whose switchboard stopped after the pause commit
     const { session } = await customer.sends('I want to talk to a person')
     await expect.poll(async () => (await customer.session()).state).toBe('paused')
 
-    const platform = await startSurvivor()
-    await advanceUntil(() => platform.transfers.length > 0)
-
-    expect(platform.sent.map((sent) => sent.text)).toEqual(['A colleague will take over.'])
-    expect(platform.transfers).toEqual([
-      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
-    ])
-    expect(harness.connector.transfers).toEqual([])
+    await expectAnnouncedThenTransferredBySurvivor(session.id)
     expect((await customer.session()).pauseState?.externalReference).toBe('request-42')
     releaseHung()
     await harness.switchboard.idle()
@@ -283,12 +288,6 @@ describe('a transfer to a human under way when its switchboard stops', () => {
     expect(harness.connector.transfers).toEqual([])
     expect((await customer.session()).state).toBe('paused')
 
-    const platform = await startSurvivor()
-    await advanceUntil(() => platform.transfers.length > 0)
-    expect(platform.sent.map((sent) => sent.text)).toEqual(['A colleague will take over.'])
-    expect(platform.transfers).toEqual([
-      { sessionId: session.id, groupId: 7, systemMessage: false, sentBefore: 1 },
-    ])
-    expect(harness.connector.transfers).toEqual([])
+    await expectAnnouncedThenTransferredBySurvivor(session.id)
   })
 })
