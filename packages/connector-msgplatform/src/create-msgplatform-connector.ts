@@ -1,10 +1,11 @@
-import type {
-  Connector,
-  HumanTransferOutcome,
-  HumanTransferRequest,
-  SendOutcome,
-  StatusHooksOutcome,
-  StatusHooksRequest,
+import {
+  type Connector,
+  type HumanTransferOutcome,
+  type HumanTransferRequest,
+  PAUSE_REASON_MAX,
+  type SendOutcome,
+  type StatusHooksOutcome,
+  type StatusHooksRequest,
 } from '@switchboard/core'
 import {
   describeResult,
@@ -66,8 +67,9 @@ export function createMsgPlatformConnector(options: MsgPlatformConnectorOptions 
         ...(request.groupId === undefined ? {} : { group_id: request.groupId }),
         system_message: request.systemMessage,
       })
-      // The error becomes the paused session's reason, which the company's operators read.
-      if (!isSuccess(result)) return { ok: false, error: describeResultPublicly(result) }
+      // The error becomes the paused session's reason, which the company's operators read: as much
+      // of the platform's answer as that reason holds (core cuts the whole text to its bound).
+      if (!isSuccess(result)) return { ok: false, error: describeResultPublicly(result, PAUSE_REASON_MAX) }
       const requestId = transferRequestId(result.text)
       return requestId === undefined ? { ok: true } : { ok: true, externalReference: requestId }
     },

@@ -65,13 +65,16 @@ export async function postToPlatform(
   }
 }
 
-/** `msgplatform answered 503: <excerpt>` or why no answer came. */
-export function describeResult(result: PlatformCallResult): string {
+/**
+ * `msgplatform answered 503: <excerpt>` or why no answer came. The excerpt is the start of the
+ * platform's answer, `excerptMax` characters at most.
+ */
+export function describeResult(result: PlatformCallResult, excerptMax = EXCERPT_MAX): string {
   if (!result.answered) return result.error
   if (result.status >= 300 && result.status < 400) {
     return `msgplatform answered ${result.status} (a redirect, not followed)`
   }
-  const excerpt = result.text.trim().slice(0, EXCERPT_MAX)
+  const excerpt = result.text.trim().slice(0, excerptMax)
   return excerpt === ''
     ? `msgplatform answered ${result.status}`
     : `msgplatform answered ${result.status}: ${excerpt}`
@@ -85,8 +88,8 @@ export function isSuccess(result: PlatformCallResult): result is PlatformCallRes
  * `describeResult` for an answer shown to an API caller: the platform's own answer is theirs to
  * see; how this server failed to reach it (addresses, resolver errors) is not.
  */
-export function describeResultPublicly(result: PlatformCallResult): string {
-  return result.answered ? describeResult(result) : result.publicError
+export function describeResultPublicly(result: PlatformCallResult, excerptMax = EXCERPT_MAX): string {
+  return result.answered ? describeResult(result, excerptMax) : result.publicError
 }
 
 function isTimeout(error: unknown): boolean {

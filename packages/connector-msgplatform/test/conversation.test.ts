@@ -216,6 +216,29 @@ describe('a conversation over msgplatform', () => {
     expect(status.body.pauseState.reason.length).toBeLessThanOrEqual(500)
   })
 
+  // CONTRACT §6: the failure text, cut to 500 chars, goes to pauseState.reason; a long answer
+  // from the platform fills it rather than being cut shorter first.
+  it('keeps a long failure of the transfer in pauseState.reason up to 500 chars', async () => {
+    const stack = await open()
+    const person = await stack.createAgent({ name: 'Operators', kind: 'human' })
+    const bot = await stack.createAgent({ name: 'Bot' })
+    const integrationId = await stack.createIntegration(bot)
+    const answer = `operator queue is down: ${'every operator is busy; '.repeat(80)}`
+    stack.platform.answer('/v1/dialogs/transfer', 503, answer)
+    stack.model.script(bot, reply('Let me check.'))
+
+    await stack.message(integrationId, 'fred', 'hi')
+    await stack.platform.waitForCalls('/v1/messages', 1)
+    const session = await sessionOf(stack, integrationId, 'fred')
+    expect(
+      (await stack.api('POST', `/api/sessions/${session.id}/reassign`, { agentId: person })).status,
+    ).toBe(200)
+    await stack.platform.waitForCalls('/v1/dialogs/transfer', 1)
+    const { reason } = (await stack.api('GET', `/api/sessions/${session.id}/status`)).body.pauseState
+    const expected = `transfer to a human failed: msgplatform answered 503: ${answer}`.slice(0, 500)
+    expect(reason).toBe(expected)
+  })
+
   it('retries a reply the platform refused twice, and delivers it exactly once', async () => {
     const stack = await open()
     const helper = await stack.createAgent({ name: 'Helper' })
