@@ -22,6 +22,14 @@ async function start(environment: Record<string, string> = {}) {
 }
 
 /** POSTs JSON to the server at `url`, with a bearer token when given. */
+/** Registers a company with its first user and logs in: the access token. */
+async function signUp(url: string, email: string): Promise<string> {
+  const post = poster(url)
+  await post('/api/auth/register', { email, password: 'correct horse', companyName: 'Shop' })
+  const login = await json(await post('/api/auth/login', { email, password: 'correct horse' }))
+  return (login.body.session as { access_token: string }).access_token
+}
+
 function poster(url: string) {
   return (path: string, body: unknown, token?: string) =>
     fetch(`${url}${path}`, {
@@ -85,15 +93,7 @@ describe('the reference server', () => {
   it('hands out webhook URLs on http://HOST:PORT with the port it listens on (PORT=0), or on PUBLIC_URL', async () => {
     const webhookUrlOn = async (url: string) => {
       const post = poster(url)
-      await post('/api/auth/register', {
-        email: 'hooks@shop.test',
-        password: 'correct horse',
-        companyName: 'Shop',
-      })
-      const login = await json(
-        await post('/api/auth/login', { email: 'hooks@shop.test', password: 'correct horse' }),
-      )
-      const token = (login.body.session as { access_token: string }).access_token
+      const token = await signUp(url, 'hooks@shop.test')
       const agent = await json(await post('/api/agents', { name: 'Support' }, token))
       const config = { apiBaseUrl: 'https://platform.example.com', apiToken: 'token' }
       const body = { type: 'msgplatform', name: 'Platform', entryAgentId: agent.body.id, config }
@@ -178,21 +178,7 @@ describe('the reference server', () => {
 
   it('marks superadmins from SUPERADMIN_EMAILS', async () => {
     const { url } = await start({ SUPERADMIN_EMAILS: 'boss@shop.test, other@x.test' })
-    const post = (path: string, body: unknown) =>
-      fetch(`${url}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      })
-    await post('/api/auth/register', {
-      email: 'boss@shop.test',
-      password: 'correct horse',
-      companyName: 'Shop',
-    })
-    const login = await json(
-      await post('/api/auth/login', { email: 'boss@shop.test', password: 'correct horse' }),
-    )
-    const token = (login.body.session as { access_token: string }).access_token
+    const token = await signUp(url, 'boss@shop.test')
     const me = await json(
       await fetch(`${url}/api/auth/me`, { headers: { authorization: `Bearer ${token}` } }),
     )
