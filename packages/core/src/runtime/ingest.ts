@@ -6,6 +6,7 @@ import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } f
 import { createHandOff } from './hand-off.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
+import { backOff } from './update-session.js'
 import type { JobHandOff } from './worker-pool.js'
 
 /** A customer message as every connector normalises it. */
@@ -55,7 +56,13 @@ export interface IngestOptions {
   readonly webhookLog?: (decision: IngestDecision) => NewWebhookLog
 }
 
-const MAX_ATTEMPTS = 3
+/**
+ * Attempts at storing one message. A failed attempt has mostly lost a race (another process
+ * opened the customer's session first or closed it meanwhile), and under a storm of closes from
+ * another process three in a row were lost; a storage that is down fails them all within a few
+ * hundred milliseconds.
+ */
+const MAX_ATTEMPTS = 6
 
 /** The row of an inbound message in its session. */
 export function customerMessage(
@@ -265,8 +272,10 @@ export async function ingest(
         // A concurrent ingest may have opened the customer's session or stored the same external
         // id first, or the session was closed after it was read (`SessionClosedError`, nothing
         // stored): the next attempt finds the session, the message, or none and opens a new one.
-        if (attempt < MAX_ATTEMPTS) continue
-        throw error
+        // The first retry at once, later ones spaced out: writers racing again at once would meet
+        // again.
+        if (attempt >= MAX_ATTEMPTS) throw error
+        if (attempt > 1) await backOff(attempt)
       }
     }
   } finally {
