@@ -7,13 +7,17 @@ export interface RouteLogger {
   error(object: Record<string, unknown>, message: string): void
 }
 
+const INTERNAL_ERROR = switchboardError('INTERNAL_ERROR', 'internal server error')
+
 /**
- * Wraps an async route: a thrown error (a storage outage, a bug) becomes 500 INTERNAL_ERROR with no
- * detail in the body, and is logged with the request.
+ * Wraps an async route: a thrown error (a storage outage, a bug) is logged with the request and
+ * answered with `failure` (500 INTERNAL_ERROR unless the route's contract names another), with no
+ * detail in the body.
  */
 export function handle(
   logger: RouteLogger,
   route: (request: Request, response: Response) => Promise<void>,
+  failure: SwitchboardError = INTERNAL_ERROR,
 ): RequestHandler {
   return (request: Request, response: Response, _next: NextFunction) => {
     route(request, response).catch((error: unknown) => {
@@ -21,8 +25,7 @@ export function handle(
         { err: error, method: request.method, path: request.path, requestId: response.locals.requestId },
         'request failed',
       )
-      if (!response.headersSent)
-        sendError(response, switchboardError('INTERNAL_ERROR', 'internal server error'))
+      if (!response.headersSent) sendError(response, failure)
     })
   }
 }

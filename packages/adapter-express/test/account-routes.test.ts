@@ -1,4 +1,5 @@
 import { createHmac, randomUUID } from 'node:crypto'
+import type { Storage } from '@switchboard/core'
 import { createManualClock } from '@switchboard/core/testing'
 import { SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -195,6 +196,27 @@ describe('POST /api/auth/register', () => {
 
     // CONTRACT §2 asks `details` of field violations only; an unreadable body has no fields.
     expectError(answer, 400, 'VALIDATION_ERROR')
+  })
+
+  // The spec: "If registration fails (for example, the email already exists) the answer is 500
+  // USER_CREATION_FAILED": a failure of the storage is a failed registration too.
+  it('answers 500 USER_CREATION_FAILED when the storage fails the registration, with nothing stored', async () => {
+    const failing = await startTestServer()
+    try {
+      const storage = failing.storage as { transaction: Storage['transaction'] }
+      const transaction = storage.transaction
+      storage.transaction = () => Promise.reject(new Error('the database went away'))
+      const email = freshEmail()
+      const answer = await failing.request('POST', '/api/auth/register', {
+        body: { email, password: TEST_PASSWORD, companyName: 'Unlucky' },
+      })
+      const error = expectError(answer, 500, 'USER_CREATION_FAILED')
+      expect(error.message).not.toMatch(/database/)
+      storage.transaction = transaction
+      expect(await failing.storage.users.findByEmail({ email })).toBeNull()
+    } finally {
+      await failing.close()
+    }
   })
 
   it('answers 500 USER_CREATION_FAILED to an existing email in any case, and keeps the first password', async () => {

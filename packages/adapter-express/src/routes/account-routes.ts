@@ -1,4 +1,4 @@
-import type { Accounts } from '@switchboard/core'
+import { type Accounts, switchboardError } from '@switchboard/core'
 import { Router } from 'express'
 import { z } from 'zod'
 import { handle, principalOf, type RouteLogger, reply } from '../handle.js'
@@ -24,6 +24,8 @@ const loginSchema = z.strictObject({
 const REFRESH_TOKEN_MAX = 1000
 const apiTokenSchema = z.strictObject({ name: z.string().trim().min(1).max(100) })
 
+const registrationFailed = switchboardError('USER_CREATION_FAILED', 'could not create the user')
+
 /** `/api/auth/*` and `/api/api-tokens`. */
 export function accountRoutes(accounts: Accounts, logger: RouteLogger): Router {
   const router = Router()
@@ -31,11 +33,16 @@ export function accountRoutes(accounts: Accounts, logger: RouteLogger): Router {
 
   router.post(
     '/auth/register',
-    handle(logger, async (request, response) => {
-      const input = validate(registerSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
-      reply(response, await accounts.register(input.value), 201)
-    }),
+    handle(
+      logger,
+      async (request, response) => {
+        const input = validate(registerSchema, bodyOf(request))
+        if (input.isErr()) return sendError(response, input.error)
+        reply(response, await accounts.register(input.value), 201)
+      },
+      // The spec: a registration that fails for any reason answers 500 USER_CREATION_FAILED.
+      registrationFailed,
+    ),
   )
 
   router.post(
