@@ -3,10 +3,10 @@ import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
 import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
+import { backOff } from './back-off.js'
 import { createHandOff } from './hand-off.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
-import { backOff } from './update-session.js'
 import type { JobHandOff } from './worker-pool.js'
 
 /** A customer message as every connector normalises it. */

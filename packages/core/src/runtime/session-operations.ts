@@ -14,11 +14,12 @@ import { storableText } from '../domain/storable-text.js'
 import { resolveHumanTransferTarget } from '../handoff/human-transfer.js'
 import { supportsHumanTransfer } from '../ports/connector.js'
 import { type Repositories, TransactionConflictError } from '../ports/storage.js'
+import { backOff } from './back-off.js'
 import { blockPending } from './block-pending.js'
 import type { DeliveryService } from './deliver-outbox.js'
 import { addHumanTransfer, type HumanTransferService, type HumanTransferTicket } from './human-transfer.js'
 import { emitSafely, type RuntimeContext } from './runtime-context.js'
-import { backOff, MAX_ATTEMPTS, updateSession } from './update-session.js'
+import { MAX_ATTEMPTS, updateSession } from './update-session.js'
 
 interface SessionTarget {
   readonly companyId: number

@@ -2,6 +2,7 @@ import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Session } from '../domain/session.js'
 import { type Repositories, type Storage, TransactionConflictError } from '../ports/storage.js'
+import { backOff } from './back-off.js'
 
 export const MAX_ATTEMPTS = 20
 
@@ -13,15 +14,6 @@ class VersionConflict extends Error {}
  */
 function lostToAnotherWriter(error: unknown): boolean {
   return error instanceof VersionConflict || TransactionConflictError.isInstance(error)
-}
-
-/**
- * A random wait before the next attempt, growing with the attempts: writers racing for one row
- * again at once would meet again. Real time, not the runtime's clock: it only spaces them out.
- */
-export function backOff(attempt: number): Promise<void> {
-  const ms = Math.random() * Math.min(2 ** attempt, 100)
-  return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 export type SessionChange<T> =
