@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import type { ContenderKind } from './core-turn/count-turns.js'
 import { SCENARIOS, type ScenarioName } from './core-turn/scenario.js'
+import { textTable } from './text-table.js'
 
 /**
  * Turns per run: a short and a long run after the same warm-up, so that start-up, loading and
@@ -172,14 +173,7 @@ function formatTable(rows: readonly Counted[]): string {
     (of('openai-agents') / row.perTurn).toFixed(1),
     `${(100 * row.spread).toFixed(1)} %`,
   ])
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...lines.map((line) => line[column]!.length)),
-  )
-  const format = (cells: readonly string[]) =>
-    cells
-      .map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
-      .join('  ')
-  return [format(header), format(widths.map((width) => '-'.repeat(width))), ...lines.map(format)].join('\n')
+  return textTable(header, lines)
 }
 
 async function main(): Promise<void> {

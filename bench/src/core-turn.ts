@@ -12,6 +12,7 @@ import { canMeasureAllocation, type Measurement, measure } from './core-turn/mea
 import { createOpenAiAgentsContender } from './core-turn/openai-agents-contender.js'
 import { SCENARIOS } from './core-turn/scenario.js'
 import { createSwitchboardContender } from './core-turn/switchboard-contender.js'
+import { textTable } from './text-table.js'
 
 const OPTIONS = { warmUpMs: 800, roundMs: 200, rounds: 7, maxTurnsPerRound: 500_000 }
 const CONCURRENT_BATCH = 100
@@ -125,14 +126,7 @@ function formatTable(rows: readonly Row[]): string {
       formatNumber(measurement.turnsPerRound, 0),
     ]
   })
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
-  )
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
-      .join('  ')
-  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...body.map(line)].join('\n')
+  return textTable(header, body)
 }
 
 function formatNumber(value: number, decimals: number): string {
