@@ -294,6 +294,7 @@ export async function processJob(
 
   const { session: saved, previous, value } = committed.value
   announceOutcome(context, saved, previous, outcome, value.stored)
+  warnOfModelFailures(context, saved.id, outcome.errors)
   const deliverable = value.silenced ? [] : value.stored.map((reply) => reply.id)
   if (value.transfer !== undefined) {
     // The announcement reaches the customer before the conversation leaves for the human queue.
@@ -370,6 +371,25 @@ async function recordCreditsExhausted(
       sessionId: lease.sessionId,
       error,
     })
+  }
+}
+
+/**
+ * Besides the session's errors and their event: an app listening to neither (the reference server)
+ * still learns of a wrong API key or an outage, which otherwise shows only as fallback replies.
+ * After the commit, so a turn redone after a lost lease is not told twice.
+ */
+function warnOfModelFailures(
+  context: RuntimeContext,
+  sessionId: string,
+  errors: readonly SessionErrorRecord[],
+): void {
+  for (const error of errors) {
+    if (error.code !== 'MODEL_UNAVAILABLE') continue
+    context.logger.warn(
+      { sessionId, agentId: error.agentId, error: error.message },
+      'a model call failed for good; recorded on the session as MODEL_UNAVAILABLE',
+    )
   }
 }
 
