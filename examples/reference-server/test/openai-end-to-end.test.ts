@@ -459,6 +459,104 @@ describe('the reference server with OPENAI_API_KEY: when the model misbehaves', 
     expect(session.metadata.errors).toEqual([])
   })
 
+  it('answers every call of one round in order, by id, whatever is wrong with each', async () => {
+    const shop = await startShop()
+    const agent = await shop.createAgent({ name: 'Support' })
+    const channel = await shop.openChannel(agent)
+    fakeOpenAi.enqueue(
+      toolCallsAnswer([
+        { id: 'call_name', name: 'save_fact', arguments: '{"key":"name","value":"Ada"}' },
+        { id: 'call_unknown', name: 'check_stock', arguments: '{}' },
+        { id: 'call_broken', name: 'save_fact', arguments: '{"key":' },
+        { id: 'call_shape', name: 'save_fact', arguments: '{"key":5}' },
+        { id: 'call_empty', name: 'append_journey', arguments: '' },
+        { id: 'call_step', name: 'append_journey', arguments: '{"step":"gave her name"}' },
+      ]),
+      replyAnswer('Noted, Ada.'),
+    )
+
+    const sessionId = await shop.customerSays(channel, 'I am Ada')
+
+    const results = bodies()[1]!.messages.filter((message) => message.role === 'tool')
+    expect(results.map((result) => [result.tool_call_id, result.content])).toEqual([
+      ['call_name', 'saved'],
+      ['call_unknown', 'Error: there is no tool named "check_stock"'],
+      ['call_broken', expect.stringMatching(/^Error: .*not valid JSON/)],
+      ['call_shape', expect.stringMatching(/^Error: invalid arguments: key: /)],
+      ['call_empty', expect.stringMatching(/^Error: invalid arguments: step: /)],
+      ['call_step', 'appended'],
+    ])
+    expect(agentReplies(shop.channel)).toEqual(['Noted, Ada.'])
+    const session = await shop.session(sessionId)
+    expect(session.metadata.sharedContext.facts).toEqual({ name: 'Ada' })
+    expect(session.metadata.sharedContext.journey.map((entry) => entry.step)).toEqual(['gave her name'])
+    expect(session.metadata.errors).toEqual([])
+  })
+
+  it('ends the caller at a handoff in the middle of a round: the calls after it, a second handoff and its text go unheard', async () => {
+    const shop = await startShop()
+    const billing = await shop.createAgent({ name: 'Billing' })
+    const sales = await shop.createAgent({ name: 'Sales' })
+    const reception = await shop.createAgent({
+      name: 'Reception',
+      handoff: { enabled: true, allowedTargets: [sales, billing] },
+    })
+    const channel = await shop.openChannel(reception)
+    fakeOpenAi.enqueue(
+      toolCallsAnswer(
+        [
+          { id: 'call_before', name: 'save_fact', arguments: '{"key":"before","value":"kept"}' },
+          {
+            id: 'call_sales',
+            name: 'handoff_to_agent',
+            arguments: JSON.stringify({ targetAgentId: sales, reason: 'wants a bike' }),
+          },
+          {
+            id: 'call_billing',
+            name: 'handoff_to_agent',
+            arguments: JSON.stringify({ targetAgentId: billing }),
+          },
+          { id: 'call_after', name: 'save_fact', arguments: '{"key":"after","value":"dropped"}' },
+        ],
+        { content: 'Let me pass you on.' },
+      ),
+      replyAnswer('Sales here.'),
+    )
+
+    const sessionId = await shop.customerSays(channel, 'I want a bike')
+
+    expect(bodies()).toHaveLength(2)
+    expect(bodies()[1]!.messages.some((message) => message.role === 'tool')).toBe(false)
+    expect(agentReplies(shop.channel)).toEqual(['Sales here.'])
+    const session = await shop.session(sessionId)
+    expect(session.activeAgentId).toBe(sales)
+    expect(session.metadata.agentPath.filter((entry) => entry.via === 'handoff_tool')).toEqual([
+      expect.objectContaining({ agentId: sales, reason: 'wants a bike' }),
+    ])
+    expect(session.metadata.sharedContext.facts).toEqual({ before: 'kept' })
+    expect(session.metadata.errors).toEqual([])
+  })
+
+  it('delivers a reply that comes on the 8th model call, the last the budget allows', async () => {
+    const shop = await startShop()
+    const agent = await shop.createAgent({ name: 'Support' })
+    const channel = await shop.openChannel(agent)
+    for (let round = 1; round <= 7; round += 1) {
+      fakeOpenAi.enqueue(
+        toolCallsAnswer([{ name: 'append_journey', arguments: JSON.stringify({ step: `step ${round}` }) }]),
+      )
+    }
+    fakeOpenAi.enqueue(replyAnswer('Done thinking.'))
+
+    const sessionId = await shop.customerSays(channel, 'hello?')
+
+    expect(fakeOpenAi.requests).toHaveLength(8)
+    expect(agentReplies(shop.channel)).toEqual(['Done thinking.'])
+    const session = await shop.session(sessionId)
+    expect(session.metadata.sharedContext.journey).toHaveLength(7)
+    expect(session.metadata.errors).toEqual([])
+  })
+
   it('stops a model that only ever calls tools after 8 calls: no reply, TOOL_LOOP_LIMIT', async () => {
     const shop = await startShop()
     const agent = await shop.createAgent({ name: 'Support' })
