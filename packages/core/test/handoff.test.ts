@@ -373,3 +373,74 @@ describe('transfer to a human', () => {
     expect(customer.replies()).toEqual(['I will stay with you.'])
   })
 })
+
+describe('the handoff tool as the model sees it', () => {
+  const handoffToolOf = (agentKey: string) =>
+    harness.model
+      .requestsFor(harness.agent(agentKey), 'turn')[0]
+      ?.tools?.find((tool) => tool.name === 'handoff_to_agent')
+
+  // A real model knows no agent ids; without them in the tool it can hand off only if the operator
+  // wrote the ids into the system prompt.
+  it("names the caller's allowed targets by id, with their names and roles", async () => {
+    await team({
+      reception: { handoff: { enabled: true, allowedTargets: ['sales', 'billing'] } },
+      sales: { name: 'Sales', role: 'sells the pro plan' },
+      billing: { name: 'Billing' },
+    })
+    harness.model.script(harness.agent('reception'), reply('Hello!'))
+    await harness.customer().says('hi')
+
+    const description = handoffToolOf('reception')?.description ?? ''
+    expect(description).toContain(
+      `targetAgentId is one of: ${harness.agent('sales')} (Sales, sells the pro plan); ${harness.agent('billing')} (Billing).`,
+    )
+  })
+
+  it('names a human target only where the channel can transfer to a human', async () => {
+    await team(
+      {
+        reception: { handoff: { enabled: true, allowedTargets: ['sales', 'desk'] } },
+        sales: { name: 'Sales' },
+        desk: { name: 'Desk', kind: 'human' },
+      },
+      { humanTransfer: true },
+    )
+    harness.model.script(harness.agent('reception'), reply('Hello!'))
+    await harness.customer().says('hi')
+    expect(handoffToolOf('reception')?.description).toContain(
+      `targetAgentId is one of: ${harness.agent('sales')} (Sales); ${harness.agent('desk')} (Desk, a human operator).`,
+    )
+    await harness.finish()
+
+    await team(
+      {
+        reception: { handoff: { enabled: true, allowedTargets: ['sales', 'desk'] } },
+        sales: { name: 'Sales' },
+        desk: { name: 'Desk', kind: 'human' },
+      },
+      { humanTransfer: false },
+    )
+    harness.model.script(harness.agent('reception'), reply('Hello!'))
+    await harness.customer().says('hi')
+    expect(handoffToolOf('reception')?.description).toContain(
+      `targetAgentId is one of: ${harness.agent('sales')} (Sales).`,
+    )
+  })
+
+  it('names no targets while handoff is off or none is allowed, and the target sees its own', async () => {
+    await team({
+      reception: { handoff: { enabled: true, allowedTargets: ['sales'] } },
+      sales: { name: 'Sales', handoff: { enabled: false, allowedTargets: ['reception'] } },
+    })
+    harness.model.script(harness.agent('reception'), handoff(harness.agent('sales')))
+    harness.model.script(harness.agent('sales'), reply('Sales here.'))
+    await harness.customer().says('hi')
+
+    expect(handoffToolOf('reception')?.description).toContain('targetAgentId is one of:')
+    const sales = handoffToolOf('sales')
+    expect(sales?.description).not.toContain('targetAgentId is one of')
+    expect(sales?.description).toMatch(/^Transfer the conversation/)
+    expect(sales?.parameters).toEqual(handoffToolOf('reception')?.parameters)
+  })
+})

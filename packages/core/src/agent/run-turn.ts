@@ -7,7 +7,13 @@ import { decideHandoff, handoffAnnouncement } from '../handoff/decide-handoff.js
 import { type HumanTransferTarget, resolveHumanTransferTarget } from '../handoff/human-transfer.js'
 import { checkedCompletion } from '../models/model-answer.js'
 import type { KnowledgeIndex } from '../ports/knowledge-index.js'
-import type { Completion, LlmProvider, ModelMessage, ToolCall } from '../ports/llm-provider.js'
+import type {
+  Completion,
+  LlmProvider,
+  ModelMessage,
+  ToolCall,
+  ToolDefinition,
+} from '../ports/llm-provider.js'
 import { type ModelUsage, routeEntry, routesFirstMessage } from '../routing/entry-routing.js'
 import {
   APPEND_JOURNEY,
@@ -17,6 +23,7 @@ import {
   SAVE_FACT,
   saveFactArguments,
 } from '../tools/built-in-tools.js'
+import { withHandoffTargets } from '../tools/handoff-targets.js'
 import { parseToolArguments } from '../tools/tool.js'
 import type { ToolRegistry } from '../tools/tool-registry.js'
 import { buildSystemPrompt, historyMessages } from './build-prompt.js'
@@ -165,6 +172,7 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
   let handoffs = 0
 
   agentLoop: for (;;) {
+    const tools = namesTargets(agent) ? await toolsNamingTargets(input, agent) : input.tools.definitions()
     const passages = await input.knowledge.search({
       companyId: input.companyId,
       agentId: agent.id,
@@ -196,7 +204,7 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
           await input.model.complete({
             model: agent.llmModel,
             messages: toolTraffic.length === 0 ? base : [...base, ...toolTraffic],
-            tools: input.tools.definitions(),
+            tools,
             knowledge: passages,
             agentId: agent.id,
           }),
@@ -285,6 +293,24 @@ export async function runTurn(input: TurnInput): Promise<TurnOutcome> {
       }
     }
   }
+}
+
+const namesTargets = (agent: Agent): boolean =>
+  agent.handoff.enabled && agent.handoff.allowedTargets.length > 0
+
+/**
+ * The tools of the model calls of an agent with handoff targets: they are named in the handoff
+ * tool, but for itself and, on a channel that cannot transfer to a human, human agents, as a
+ * handoff to those is rejected. The agent loader reads each once per job, so a handoff to one
+ * reads it no more.
+ */
+async function toolsNamingTargets(input: TurnInput, agent: Agent): Promise<readonly ToolDefinition[]> {
+  const loaded = await Promise.all(agent.handoff.allowedTargets.map((id) => input.loadAgent(id)))
+  const targets = loaded.filter(
+    (target): target is Agent =>
+      target !== null && target.id !== agent.id && (target.kind !== 'human' || input.humanTransferSupported),
+  )
+  return withHandoffTargets(input.tools.definitions(), targets)
 }
 
 async function runAppTool(
