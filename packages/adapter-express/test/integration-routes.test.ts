@@ -174,6 +174,26 @@ describe('integrations over HTTP', () => {
     expect(badField.status).toBe(400)
   })
 
+  it('answers 400 naming a config key __proto__ in a patch, as it does on creation, and stores nothing', async () => {
+    const id = await server.createIntegration(company.jwt, agentId)
+    const before = await server.storage.integrations.get({ id })
+    for (const rawBody of [
+      '{"config":{"__proto__":{"apiToken":"replaced"}}}',
+      '{"name":"Renamed","config":{"apiBaseUrl":"http://other.example.com","__proto__":{}}}',
+    ]) {
+      const answer = await server.request('PATCH', `/api/integrations/${id}`, {
+        token: company.jwt,
+        rawBody,
+      })
+      expect(answer.status, rawBody).toBe(400)
+      expect(errorOf(answer.body)).toMatchObject({
+        code: 'VALIDATION_ERROR',
+        details: [{ path: 'config.__proto__', message: 'unknown field' }],
+      })
+    }
+    expect(await server.storage.integrations.get({ id })).toEqual(before)
+  })
+
   it('rotates the secret: the new one is returned and stored at once', async () => {
     const id = await server.createIntegration(company.jwt, agentId)
     const before = (await server.storage.integrations.get({ id }))?.webhookSecret

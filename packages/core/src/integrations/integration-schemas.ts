@@ -72,6 +72,15 @@ export const integrationInputSchema = z.discriminatedUnion('type', [
 ])
 
 /**
+ * Any JSON object, passed on as it is. zod's records and objects leave out a key `__proto__`,
+ * which the config check of the integration's type would then never see to refuse.
+ */
+const configPatch = z.custom<Record<string, unknown>>(
+  (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+  'Invalid input: expected object',
+)
+
+/**
  * The body of `PATCH /api/integrations/{id}`. `config` is merged over the stored one (so a patch
  * need not repeat the `apiToken` it never sees) and checked against the integration's type.
  */
@@ -79,7 +88,7 @@ export const integrationPatchSchema = z.strictObject({
   name: name.optional(),
   active: z.boolean().optional(),
   entryAgentId: entryAgentId.optional(),
-  config: z.record(z.string(), z.unknown()).optional(),
+  config: configPatch.optional(),
 })
 
 /** Per type, the config fields a patch may set; `null` removes an optional one. */
