@@ -260,6 +260,12 @@ describe('the reference server', () => {
     expect(JSON.parse(framing.split('\r\n\r\n')[1]!)).toEqual({
       error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
     })
+
+    const tunnel = await sendRaw('CONNECT db.example.com:5432 HTTP/1.1\r\nHost: db.example.com:5432\r\n\r\n')
+    expect(tunnel).toMatch(/^HTTP\/1\.1 404 /)
+    expect(JSON.parse(tunnel.split('\r\n\r\n')[1]!)).toEqual({
+      error: { code: 'NOT_FOUND', message: expect.any(String) },
+    })
   })
 
   // Node emits an accept failure (EMFILE: out of file descriptors) on the listening server, where

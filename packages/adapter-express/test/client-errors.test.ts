@@ -101,6 +101,13 @@ describe('requests Node refuses before any route sees them', () => {
     expect(answer.body).toEqual({ ok: true })
   })
 
+  it('answers a CONNECT, which no route serves, with 404 NOT_FOUND in the contract error shape', async () => {
+    // Without a listener of its own, Node drops the connection of a CONNECT with no answer at all.
+    const tunnel = 'CONNECT db.example.com:5432 HTTP/1.1\r\nHost: db.example.com:5432\r\n\r\n'
+    const answer = await sendRaw(tunnel, { keepOpen: true })
+    expectContractError(answer, 404, 'NOT_FOUND')
+  })
+
   it('still answers a well-formed request', async () => {
     const answer = await sendRaw('GET /ok HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
     expect(answer.status).toBe(200)
