@@ -143,6 +143,13 @@ export async function startReferenceServer(
     })
     next()
   })
+  // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400. Node's own answer (the server
+  // is created with requireHostHeader off) has an empty body; this one has the contract's shape.
+  app.use((request, response, next) => {
+    if (request.httpVersion !== '1.1' || request.headers.host !== undefined) return next()
+    response.set('connection', 'close')
+    sendError(response, switchboardError('VALIDATION_ERROR', 'an HTTP/1.1 request needs a Host header'))
+  })
 
   // The webchat widget and a page to try it (CONTRACT §7); its WebSocket is attached below.
   const webchatPage = webchatAssets()
@@ -171,10 +178,14 @@ export async function startReferenceServer(
   const tls = config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined
   const server: Server = tls
     ? createHttpsServer(
-        { cert: readFileSync(config.tlsCertFile!), key: readFileSync(config.tlsKeyFile!) },
+        {
+          cert: readFileSync(config.tlsCertFile!),
+          key: readFileSync(config.tlsKeyFile!),
+          requireHostHeader: false,
+        },
         app,
       )
-    : createHttpServer(app)
+    : createHttpServer({ requireHostHeader: false }, app)
   answerClientErrors(server)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

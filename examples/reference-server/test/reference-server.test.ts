@@ -261,6 +261,16 @@ describe('the reference server', () => {
       error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
     })
 
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
+    const hostless = await sendRaw('GET /api/health HTTP/1.1\r\n\r\n')
+    expect(hostless).toMatch(/^HTTP\/1\.1 400 /)
+    expect(hostless).toMatch(/\r\nConnection: close\r\n/i)
+    expect(JSON.parse(hostless.split('\r\n\r\n')[1]!)).toEqual({
+      error: { code: 'VALIDATION_ERROR', message: expect.any(String) },
+    })
+    // HTTP/1.0 has no Host header to require.
+    expect(await sendRaw('GET /api/health HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /)
+
     const tunnel = await sendRaw('CONNECT db.example.com:5432 HTTP/1.1\r\nHost: db.example.com:5432\r\n\r\n')
     expect(tunnel).toMatch(/^HTTP\/1\.1 404 /)
     expect(JSON.parse(tunnel.split('\r\n\r\n')[1]!)).toEqual({
