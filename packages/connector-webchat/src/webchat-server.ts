@@ -1,6 +1,7 @@
-import { type Server as HttpServer, type IncomingMessage, STATUS_CODES } from 'node:http'
+import { type Server as HttpServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Server as HttpsServer } from 'node:https'
 import type { Duplex } from 'node:stream'
+import { TLSSocket } from 'node:tls'
 import type { ErrorCode, EventBus, RuntimeLogger, Switchboard } from '@switchboard/core'
 import { type WebSocket, WebSocketServer } from 'ws'
 import { MAX_FRAME_BYTES } from './frames.js'
@@ -79,6 +80,13 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
   let closing = false
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    // Node hands every request that asks to upgrade to this listener, whatever to. One asking for
+    // anything but a WebSocket (h2c, which curl --http2 and Java's HttpClient ask for on http://)
+    // is served as if it had not asked (RFC 9110 §7.8), unless another listener may want it.
+    if (!asksForWebSocket(request) && server.listenerCount('upgrade') === 1) {
+      serveAsPlainHttp(server, request, socket, head)
+      return
+    }
     // A request target that is no URL (`//[`) names no socket here; throwing would end the process.
     const target = request.url ?? '/'
     const url = URL.canParse(target, 'http://localhost') ? new URL(target, 'http://localhost') : null
@@ -201,6 +209,57 @@ export function createWebchatServer(options: WebchatServerOptions): WebchatServe
       await new Promise<void>((resolve) => sockets.close(() => resolve()))
     },
   }
+}
+
+function asksForWebSocket(request: IncomingMessage): boolean {
+  const protocols = request.headers.upgrade ?? ''
+  return protocols.split(',').some((protocol) => protocol.trim().toLowerCase() === 'websocket')
+}
+
+/** Headers that ask for the upgrade; a `Connection` header keeps its other options. */
+const UPGRADE_HEADERS = new Set(['upgrade', 'http2-settings'])
+
+/**
+ * Gives the connection back to the HTTP server with the request as it came but for the headers
+ * that asked for the upgrade: the server's parser reads it again, with its body (the bytes
+ * already read, `head`, then the socket's), and any later request of the connection. Node left
+ * the socket without a parser when it handed it over; a TLS socket is already decrypted, and is
+ * handed back where the HTTPS server's parser attaches, after the handshake.
+ */
+function serveAsPlainHttp(
+  server: HttpServer | HttpsServer,
+  request: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): void {
+  const lines = [`${request.method} ${request.url} HTTP/${request.httpVersion}`]
+  const raw = request.rawHeaders
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index]!
+    const value = raw[index + 1]!
+    const lowerName = name.toLowerCase()
+    if (UPGRADE_HEADERS.has(lowerName)) continue
+    if (lowerName === 'connection') {
+      const options = value
+        .split(',')
+        .map((option) => option.trim())
+        .filter((option) => option !== '' && !UPGRADE_HEADERS.has(option.toLowerCase()))
+      if (options.length > 0) lines.push(`${name}: ${options.join(', ')}`)
+      continue
+    }
+    lines.push(`${name}: ${value}`)
+  }
+  const handBack = () => {
+    // Header bytes as they arrived: Node's parser read them as Latin-1.
+    socket.unshift(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), head]))
+    server.emit(socket instanceof TLSSocket ? 'secureConnection' : 'connection', socket)
+  }
+  // A request pipelined behind one still being answered waits for that answer: the fresh parser
+  // knows nothing of it, and would queue its own answer behind one it never sees finish. Node
+  // keeps the answer under way on the socket as `_httpMessage`.
+  const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage
+  if (answering == null) handBack()
+  else answering.once('finish', () => setImmediate(handBack))
 }
 
 /** A plain HTTP answer in the contract's error shape, then the socket is done. */

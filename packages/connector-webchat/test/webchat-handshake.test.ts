@@ -1,4 +1,5 @@
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
+import { TLSSocket, connect as tlsConnect } from 'node:tls'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Service, startService } from './support/start-service.js'
 import { connectVisitor, refusal } from './support/visitor.js'
@@ -41,6 +42,42 @@ function rawUpgrade(path: string, headers: string): Promise<{ status: number; bo
     })
     socket.on('error', reject)
   })
+}
+
+/** Sends what `send` writes once `socket` is connected; the first `count` answers, then closes it. */
+function exchange(
+  socket: Socket,
+  count: number,
+  send: () => void,
+): Promise<{ status: number; body: unknown }[]> {
+  return new Promise((resolve, reject) => {
+    socket.once(socket instanceof TLSSocket ? 'secureConnect' : 'connect', send)
+    let received = ''
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString()
+      const complete = completeAnswers(received)
+      if (complete.length < count) return
+      socket.end()
+      resolve(complete)
+    })
+    socket.on('error', reject)
+  })
+}
+
+/** The HTTP/1.1 answers in `text` whose bodies (by Content-Length) have all arrived. */
+function completeAnswers(text: string): { status: number; body: unknown }[] {
+  const answers: { status: number; body: unknown }[] = []
+  let rest = text
+  for (;;) {
+    const headEnd = rest.indexOf('\r\n\r\n')
+    if (headEnd === -1) return answers
+    const head = rest.slice(0, headEnd)
+    const length = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0)
+    const bodyText = rest.slice(headEnd + 4, headEnd + 4 + length)
+    if (Buffer.byteLength(bodyText) < length) return answers
+    answers.push({ status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]), body: JSON.parse(bodyText) })
+    rest = rest.slice(headEnd + 4 + length)
+  }
 }
 
 describe('the webchat handshake', () => {
@@ -167,6 +204,31 @@ describe('the webchat handshake', () => {
     expect((await fetch(`${service.url}/api/health`)).status).toBe(200)
   })
 
+  // What curl --http2 and Java's HttpClient send on http:// URLs. A server that does not speak
+  // HTTP/2 answers as if the Upgrade header were absent (RFC 9110 §7.8); Node hands every request
+  // with Upgrade to the WebSocket's listener, which refused it with 404 whatever its path.
+  it('serves a request asking to upgrade to h2c as plain HTTP, with its body and on a kept-alive connection', async () => {
+    const { port } = new URL(service.url)
+    const h2c =
+      'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n'
+    const body = JSON.stringify({ name: 'Asked over h2c' })
+    // The second request is pipelined behind the first, its body sent apart: the HTTP parser
+    // reads it from the socket after the headers.
+    const socket = connect(Number(port), '127.0.0.1')
+    const answers = await exchange(socket, 2, () => {
+      socket.write(`GET /api/health HTTP/1.1\r\nHost: localhost\r\n${h2c}\r\n`)
+      socket.write(
+        `POST /api/agents HTTP/1.1\r\nHost: localhost\r\n${h2c}Authorization: Bearer ${service.token}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      )
+      setTimeout(() => socket.write(body), 50)
+    })
+    expect(answers).toEqual([
+      { status: 200, body: expect.objectContaining({ ok: true }) },
+      { status: 201, body: expect.objectContaining({ name: 'Asked over h2c' }) },
+    ])
+  })
+
   it('leaves plain HTTP on the same path to the HTTP API', async () => {
     const response = await fetch(`${service.url}/api/webchat/1`)
     expect(response.status).toBe(404)
@@ -190,6 +252,15 @@ describe('the webchat on an HTTPS server', () => {
       const visitor = await connectVisitor(url, { rejectUnauthorized: false })
       expect(await visitor.next()).toMatchObject({ type: 'session', state: 'ongoing' })
       await visitor.close()
+
+      // A request asking to upgrade to anything else is served as plain HTTPS.
+      const socket = tlsConnect({ port: Number(new URL(secure.url).port), rejectUnauthorized: false })
+      const answers = await exchange(socket, 1, () =>
+        socket.write(
+          'GET /api/health HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: foo/1\r\n\r\n',
+        ),
+      )
+      expect(answers).toEqual([{ status: 200, body: expect.objectContaining({ ok: true }) }])
     } finally {
       await secure.close()
     }
