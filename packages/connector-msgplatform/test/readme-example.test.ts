@@ -1,5 +1,11 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createHmac } from 'node:crypto'
+import { once } from 'node:events'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import {
   agentInputSchema,
   createMemoryKnowledgeIndex,
@@ -12,10 +18,126 @@ import { afterEach, expect, it } from 'vitest'
 import { createMsgPlatformConnector, createMsgPlatformWebhookHandler } from '../src/index.js'
 import { type FakePlatform, startFakePlatform } from './support/fake-platform.js'
 
+const PACKAGE = fileURLToPath(new URL('..', import.meta.url))
+const README = new URL('../README.md', import.meta.url)
+const LISTEN = 'app.listen(3000)'
+
 let platform: FakePlatform | undefined
 afterEach(async () => {
   await platform?.close()
 })
+
+/** The first code block of the given language under a heading of the README, exactly as written. */
+async function readmeBlock(heading: string, language: string): Promise<string> {
+  const readme = await readFile(README, 'utf8')
+  const start = readme.indexOf(heading)
+  const code = new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``).exec(readme.slice(start))?.[1]
+  if (start < 0 || code === undefined)
+    throw new Error(`the README has no ${language} block under "${heading}"`)
+  return code
+}
+
+/** Resolves with the first line the child prints. */
+async function firstLine(child: ChildProcess): Promise<string> {
+  let output = ''
+  let errors = ''
+  child.stderr?.on('data', (chunk) => {
+    errors += chunk
+  })
+  for await (const chunk of child.stdout!) {
+    output += chunk
+    if (output.includes('\n')) return output.slice(0, output.indexOf('\n'))
+  }
+  throw new Error(`the example printed nothing and ended: ${errors}`)
+}
+
+// "Wire it into an Express app" as a reader runs it (a file of their own, the packages found by
+// name, JWT_SECRET in the environment), bar the port and the platform: the README listens on 3000
+// and names a platform that does not exist (with a placeholder token), the test takes any free
+// port and a fake platform. Then its curl commands with fetch, the webhook signed as its openssl
+// line signs it.
+it('runs the README Express app as written: an integration, its status hooks, a signed webhook answered', async () => {
+  const code = await readmeBlock('## Wire it into an Express app', 'ts')
+  expect(code).toContain(LISTEN)
+  const curls = await readmeBlock('## Wire it into an Express app', 'sh')
+  const integrationBody = /-d '(\{"type":"msgplatform"[\s\S]*?\})'/.exec(curls)?.[1]
+  const webhookBody = /^body='(.*)'$/m.exec(curls)?.[1]
+  if (integrationBody === undefined || webhookBody === undefined)
+    throw new Error('the README has no integration or webhook body')
+  expect(curls).toContain('localhost:3000/api/integrations/1/status-hooks')
+  expect(curls).toContain('localhost:3000/api/webhook/msgplatform/1 -H "x-webhook-signature: $sig"')
+
+  platform = await startFakePlatform()
+  const folder = await mkdtemp(join(PACKAGE, '.readme-'))
+  let child: ChildProcess | undefined
+  try {
+    const file = join(folder, 'app.mts')
+    await writeFile(
+      file,
+      code.replace(
+        LISTEN,
+        'const server = app.listen(0, () => console.log((server.address() as { port: number }).port))',
+      ),
+    )
+    child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', file], {
+      cwd: PACKAGE,
+      env: { ...process.env, JWT_SECRET: 'a-secret-of-at-least-thirty-two-characters' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const base = `http://127.0.0.1:${await firstLine(child)}`
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      })
+
+    // What the README takes from @switchboard/adapter-express's: an access token and an agent.
+    const account = { email: 'me@shop.test', password: 'correct horse' }
+    expect((await post('/api/auth/register', { ...account, companyName: 'Shop' })).status).toBe(201)
+    const { session } = (await (await post('/api/auth/login', account)).json()) as {
+      session: { access_token: string }
+    }
+    const bearer = { authorization: `Bearer ${session.access_token}` }
+    expect((await post('/api/agents', { name: 'Support' }, bearer)).status).toBe(201)
+
+    const given = JSON.parse(integrationBody) as object
+    const created = await post(
+      '/api/integrations',
+      // The README's token is a placeholder (…), which no platform would take in a header.
+      { ...given, config: { apiBaseUrl: platform.url, apiToken: 'platform-token' } },
+      bearer,
+    )
+    expect(created.status).toBe(201)
+    const integration = (await created.json()) as { id: string; webhookUrl: string; webhookSecret: string }
+    expect(integration).toMatchObject({
+      id: '1',
+      webhookUrl: 'https://chat.example.com/api/webhook/msgplatform/1',
+    })
+
+    const hooks = await fetch(`${base}/api/integrations/1/status-hooks`, { method: 'POST', headers: bearer })
+    expect(await hooks.json()).toEqual({
+      registered: ['close_dialog', 'close_request', 'dialog_transferred'],
+    })
+    expect(platform.callsTo('/v1/webhooks')[0]?.body).toMatchObject({ url: integration.webhookUrl })
+
+    const signature = `sha256=${createHmac('sha256', integration.webhookSecret).update(webhookBody).digest('hex')}`
+    const delivered = await fetch(`${base}/api/webhook/msgplatform/1`, {
+      method: 'POST',
+      headers: { 'x-webhook-signature': signature },
+      body: webhookBody,
+    })
+    expect(await delivered.json()).toEqual({ ok: true })
+    const [reply] = await platform.waitForCalls('/v1/messages', 1)
+    expect(reply?.body).toMatchObject({ client_id: 'c-1', channel_id: 'ch-1', transport: 'telegram' })
+  } finally {
+    if (child?.exitCode === null) {
+      child.kill()
+      await once(child, 'exit')
+    }
+    await rm(folder, { recursive: true, force: true })
+  }
+}, 60_000)
 
 // The README's node:http example, kept honest: a signed webhook in, the offline model's reply out.
 it('serves the webhook with node:http alone and replies through the platform', async () => {
