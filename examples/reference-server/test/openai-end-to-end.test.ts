@@ -526,6 +526,21 @@ describe('the reference server with OPENAI_API_KEY: when the model misbehaves', 
     const sessionId = await shop.customerSays(channel, 'I want a bike')
 
     expect(bodies()).toHaveLength(2)
+    // The caller's handoff tool named its targets; the receiving agent, with none, gets the plain one.
+    const handoffTool = (body: number) =>
+      bodies()[body]!.tools!.find(
+        (tool) => tool.type === 'function' && tool.function.name === 'handoff_to_agent',
+      )
+    expect(handoffTool(0)).toMatchObject({
+      function: {
+        description: expect.stringContaining(
+          `targetAgentId is one of: ${sales} (Sales); ${billing} (Billing).`,
+        ),
+      },
+    })
+    expect(handoffTool(1)).toMatchObject({
+      function: { description: expect.not.stringContaining('targetAgentId') },
+    })
     expect(bodies()[1]!.messages.some((message) => message.role === 'tool')).toBe(false)
     expect(agentReplies(shop.channel)).toEqual(['Sales here.'])
     const session = await shop.session(sessionId)
