@@ -13,6 +13,10 @@ export interface DbClient {
   query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]): Promise<Row[]>
 }
 
+export interface ListenOptions {
+  readonly onReconnect?: () => void
+}
+
 /**
  * The little of PostgreSQL that Switchboard needs, the same for a server reached through `pg` and
  * for embedded PGlite, so every repository runs the same SQL on both.
@@ -23,9 +27,14 @@ export interface Db extends DbClient {
   transaction<T>(fn: (client: DbClient) => Promise<T>): Promise<T>
   /**
    * LISTEN on `channel` (a lowercase SQL identifier); resolves once notifications sent from now on
-   * will reach `handler`. The returned function stops this handler.
+   * will reach `handler`. The returned function stops this handler. `onReconnect` is called each
+   * time the LISTEN connection broke and listens again: notifications sent meanwhile were lost.
    */
-  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>
+  listen(
+    channel: string,
+    handler: (payload: string) => void,
+    options?: ListenOptions,
+  ): Promise<() => Promise<void>>
   notify(channel: string, payload: string): Promise<void>
   close(): Promise<void>
 }

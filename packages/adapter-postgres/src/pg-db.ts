@@ -5,7 +5,7 @@ import {
   TransactionConflictError,
 } from '@switchboard/core'
 import pg from 'pg'
-import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
+import { assertChannelName, type Db, type DbClient, type DbRow, type ListenOptions } from './db.js'
 import { createMutex } from './mutex.js'
 import { statementsUnderWay } from './statements-under-way.js'
 import { storableParameters } from './storable-text.js'
@@ -138,9 +138,9 @@ export function createPgDb(options: PgDbOptions): Db {
       }
     },
 
-    listen: (channel, handler) => {
+    listen: (channel, handler, options) => {
       if (closed) return Promise.reject(new Error('The database is closed'))
-      return listener.listen(channel, handler)
+      return listener.listen(channel, handler, options)
     },
 
     async notify(channel, payload) {
@@ -159,17 +159,23 @@ export function createPgDb(options: PgDbOptions): Db {
 
 interface Subscription {
   readonly handler: (payload: string) => void
+  readonly onReconnect?: (() => void) | undefined
 }
 
 interface Listener {
-  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>
+  listen(
+    channel: string,
+    handler: (payload: string) => void,
+    options?: ListenOptions,
+  ): Promise<() => Promise<void>>
   close(): Promise<void>
 }
 
 /**
  * One connection outside the pool that holds every LISTEN of this `Db`; pooled connections come
  * and go, so they cannot. When it breaks it reconnects with backoff and listens again;
- * notifications sent meanwhile are lost, which is why job workers poll as well.
+ * notifications sent meanwhile are lost, which is why job workers poll as well, and why the
+ * subscriptions that were waiting for it are told (`onReconnect`) once it listens again.
  */
 function createListener(config: pg.ClientConfig, onError: (error: unknown) => void): Listener {
   const channels = new Map<string, Set<Subscription>>()
@@ -185,6 +191,20 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
         subscription.handler(payload)
       } catch (error) {
         onError(error)
+      }
+    }
+  }
+
+  /** The connection listens again: every subscription but `fresh` may have missed notifications. */
+  const reconnected = (fresh?: Subscription): void => {
+    for (const subscriptions of [...channels.values()]) {
+      for (const subscription of [...subscriptions]) {
+        if (subscription === fresh || subscription.onReconnect === undefined) continue
+        try {
+          subscription.onReconnect()
+        } catch (error) {
+          onError(error)
+        }
       }
     }
   }
@@ -220,9 +240,13 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
       reconnectTimer = null
       mutex
         .run(async () => {
-          if (closed || client !== null || channels.size === 0) return
+          if (closed || client !== null || channels.size === 0) return false
           client = await connect()
           reconnectDelay = RECONNECT_FIRST_DELAY_MS
+          return true
+        })
+        .then((listening) => {
+          if (listening) reconnected()
         })
         .catch((error: unknown) => {
           onError(error)
@@ -246,10 +270,11 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
     })
 
   return {
-    listen(channel, handler) {
+    async listen(channel, handler, options) {
       assertChannelName(channel)
-      const subscription: Subscription = { handler }
-      return mutex.run(async () => {
+      const subscription: Subscription = { handler, onReconnect: options?.onReconnect }
+      let waited = false
+      const stop = await mutex.run(async () => {
         if (closed) throw new Error('The database is closed')
         const existing = channels.get(channel)
         const subscriptions = existing ?? new Set<Subscription>()
@@ -257,6 +282,10 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
         if (existing === undefined) channels.set(channel, subscriptions)
         try {
           if (client === null) {
+            // Others waiting for the connection that broke get it back with this one.
+            waited = [...channels.values()].some((others) =>
+              [...others].some((other) => other !== subscription),
+            )
             // A new connection listens to every channel in the map, this one included.
             client = await connect()
             reconnectDelay = RECONNECT_FIRST_DELAY_MS
@@ -272,6 +301,8 @@ function createListener(config: pg.ClientConfig, onError: (error: unknown) => vo
         }
         return () => unlisten(channel, subscription)
       })
+      if (waited) reconnected(subscription)
+      return stop
     },
 
     close: () =>

@@ -171,6 +171,7 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
       })
     },
 
+    // The database runs in this process: no connection to lose, so `onReconnect` is never called.
     async listen(channel, handler) {
       assertChannelName(channel)
       assertOpen()

@@ -28,7 +28,8 @@ type Envelope = { readonly topic: string; readonly payload: unknown } | { readon
  * per schema; topics are sorted out in each process. Payloads travel as JSON, so subscribers get
  * copies with dates as strings and undefined fields dropped, as on the memory bus. A message is
  * delivered to the subscriptions live when it commits; like NOTIFY itself, nothing is replayed to
- * a process that was disconnected at the time.
+ * a process that was disconnected at the time: its subscriptions are told (`onMissed`) once the
+ * connection listens again, so that those that must not miss anything catch up from storage.
  */
 export async function createPostgresEventBus(options: PostgresEventBusOptions): Promise<EventBus> {
   assertDbOption('createPostgresEventBus', options)
@@ -36,6 +37,8 @@ export async function createPostgresEventBus(options: PostgresEventBusOptions): 
   await ensureMigrated(db)
   const channel = await scopedChannel(db, EVENTS_CHANNEL)
   const handlers = new Map<string, Set<(json: string) => void>>()
+  /** Subscriptions to tell when the LISTEN connection broke and listens again. */
+  const missed = new Set<{ readonly topic: string; readonly onMissed: () => void }>()
   // Notifications are read one after the other, so a stored payload that must be fetched first
   // does not let later messages overtake it.
   const reading = createMutex()
@@ -64,11 +67,26 @@ export async function createPostgresEventBus(options: PostgresEventBusOptions): 
     let started: Promise<void> | null = null
     return () => {
       started ??= db
-        .listen(channel, (notification) => {
-          reading
-            .run(() => (closed ? Promise.resolve() : read(notification)))
-            .catch((error: unknown) => onHandlerError(error, channel))
-        })
+        .listen(
+          channel,
+          (notification) => {
+            reading
+              .run(() => (closed ? Promise.resolve() : read(notification)))
+              .catch((error: unknown) => onHandlerError(error, channel))
+          },
+          {
+            onReconnect: () => {
+              for (const { topic, onMissed } of [...missed]) {
+                if (closed) return
+                try {
+                  onMissed()
+                } catch (error) {
+                  onHandlerError(error, topic)
+                }
+              }
+            },
+          },
+        )
         .then(async (stop) => {
           // Closed while LISTEN was on its way: stop right away.
           if (closed) await stop()
@@ -105,7 +123,7 @@ export async function createPostgresEventBus(options: PostgresEventBusOptions): 
       )
     },
 
-    async subscribe(topic, handler) {
+    async subscribe(topic, handler, subscribeOptions) {
       if (closed) throw new Error(`Cannot subscribe to "${topic}": the event bus is closed.`)
       let subscribed = true
       const listener = (json: string): void => {
@@ -120,14 +138,19 @@ export async function createPostgresEventBus(options: PostgresEventBusOptions): 
       const topicHandlers = handlers.get(topic) ?? new Set()
       topicHandlers.add(listener)
       handlers.set(topic, topicHandlers)
+      const told =
+        subscribeOptions?.onMissed === undefined ? undefined : { topic, onMissed: subscribeOptions.onMissed }
+      if (told !== undefined) missed.add(told)
       try {
         await listening()
       } catch (error) {
         topicHandlers.delete(listener)
+        if (told !== undefined) missed.delete(told)
         throw error
       }
       return async () => {
         subscribed = false
+        if (told !== undefined) missed.delete(told)
         topicHandlers.delete(listener)
         if (topicHandlers.size === 0 && handlers.get(topic) === topicHandlers) handlers.delete(topic)
       }
@@ -137,6 +160,7 @@ export async function createPostgresEventBus(options: PostgresEventBusOptions): 
       if (closed) return
       closed = true
       handlers.clear()
+      missed.clear()
       await stopListening?.()
     },
   }

@@ -519,6 +519,44 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
+    it('tells event bus subscriptions they may have missed messages once their cut LISTEN connection is back', async () => {
+      // What was published while the connection was down is not replayed: a subscriber that must
+      // not miss anything (a webchat socket) catches up from storage when it is told.
+      const applicationName = `switchboard_missed_${randomBytes(4).toString('hex')}`
+      const cut = createPgDb({
+        connectionString,
+        max: 2,
+        options: `-c search_path=${schema}`,
+        application_name: applicationName,
+      })
+      const bus = await createPostgresEventBus({ db: cut })
+      const publisher = await createPostgresEventBus({ db: secondDb })
+      try {
+        const heard: unknown[] = []
+        const missed: string[] = []
+        const stopFirst = await bus.subscribe('first', (payload) => heard.push(payload), {
+          onMissed: () => missed.push('first'),
+        })
+        await bus.subscribe('second', () => undefined, { onMissed: () => missed.push('second') })
+        await stopFirst()
+        await bus.subscribe('first', (payload) => heard.push(payload))
+        const terminated = await admin.query(
+          `SELECT pid FROM pg_stat_activity
+          WHERE application_name = $1 AND query LIKE 'LISTEN %' AND pg_terminate_backend(pid)`,
+          [applicationName],
+        )
+        expect(terminated).toHaveLength(1)
+        // Only the subscriptions still live that asked to be told.
+        await expect.poll(() => missed, { timeout: 10_000 }).toEqual(['second'])
+        await publisher.publish('first', { after: 'the reconnect' })
+        await expect.poll(() => heard, { timeout: 5_000 }).toEqual([{ after: 'the reconnect' }])
+      } finally {
+        await bus.close()
+        await publisher.close()
+        await cut.close()
+      }
+    })
+
     it('fails a transaction whose connection is cut, with nothing thrown where nobody can catch it', async () => {
       // An uncaught error event would crash a server whose database restarts mid-transaction;
       // vitest reports it as an unhandled error and fails the run.

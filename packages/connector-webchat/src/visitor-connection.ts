@@ -90,6 +90,11 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
    * §7). A widget shown a reply first would ask for history since that reply and skip the rest.
    */
   let held: ServerFrame[] | null = []
+  /**
+   * Messages this socket sent, or whose ack it sent: a catch-up after the bus lost events (`onMissed`)
+   * sends only the others.
+   */
+  const transmitted = new Set<string>()
 
   const send = (frame: ServerFrame): void => {
     if (held !== null) {
@@ -115,6 +120,7 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
   const transmit = (frame: ServerFrame): void => {
     if (socket.readyState !== WebSocket.OPEN) return
     socket.send(JSON.stringify(frame))
+    if (frame.type === 'message') transmitted.add(frame.messageId)
     if (socket.bufferedAmount > settings.maxBufferedBytes) {
       // A reader this slow would hold the process's memory hostage; the widget reconnects and
       // catches up with `history`.
@@ -233,6 +239,55 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
   }
 
   /**
+   * The bus lost events of the session (its connection broke and is back): the replies published
+   * meanwhile would never reach this socket, and history asked for since a later reply would not
+   * send them either. The session's messages this socket has not sent go now, as `history` sends
+   * them; the state and typing follow what is stored.
+   */
+  const catchUp = async (): Promise<void> => {
+    const followed = session
+    if (closed || followed === null) return
+    const stored = await switchboard.storage.sessions.get({ id: followed.id })
+    let afterSequence: number | undefined
+    for (;;) {
+      if (closed || session !== followed || socket.readyState !== WebSocket.OPEN) return
+      const page = await switchboard.storage.messages.list({
+        sessionId: followed.id,
+        ...(afterSequence === undefined ? {} : { afterSequence }),
+        limit: HISTORY_PAGE,
+      })
+      for (const message of page) {
+        if (message.delivery === 'blocked' || transmitted.has(message.id)) continue
+        sendFromSession(messageFrame(message))
+      }
+      const last = page[page.length - 1]
+      if (page.length < HISTORY_PAGE || last === undefined) break
+      afterSequence = last.sequence
+    }
+    if (stored !== null && stored.state !== followed.state) {
+      followed.state = stored.state
+      sendFromSession({ type: 'state', state: stored.state })
+    }
+    // The end of a turn may be among the events lost: typing stays on only while one may work.
+    if (
+      followed.state !== 'ongoing' ||
+      (await switchboard.storage.jobs.pending({ sessionId: followed.id })) === 0
+    ) {
+      if (session === followed) stopTyping()
+    }
+  }
+  const catchUpLater = (): void => {
+    work = work
+      .then(catchUp)
+      .catch((error: unknown) =>
+        logger?.warn(
+          { integrationId: integration.id, error: String(error) },
+          'webchat: could not catch up with the events the bus lost',
+        ),
+      )
+  }
+
+  /**
    * Follows `next` on the bus, then tells the client about it. Failing half way, the connection
    * no longer knows what it follows: it says so and closes, and the widget reconnects with its
    * token (what it sent and had no ack for goes again, and is stored once).
@@ -257,9 +312,13 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
     held ??= []
     // What was counted belongs to the session left behind.
     forgetTurns()
-    unsubscribe = await eventBus.subscribe(sessionTopic(next.id), (payload) => {
-      if (isSessionEvent(payload)) onSessionEvent(next.id, payload)
-    })
+    unsubscribe = await eventBus.subscribe(
+      sessionTopic(next.id),
+      (payload) => {
+        if (isSessionEvent(payload)) onSessionEvent(next.id, payload)
+      },
+      { onMissed: catchUpLater },
+    )
     await previous?.()
     if (closed) return
     // Read again now that the subscription is live: a pause or close in between is not missed.
@@ -351,6 +410,7 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
       ...(frame.clientMessageId === undefined ? {} : { clientMessageId: frame.clientMessageId }),
       messageId: message.id,
     })
+    transmitted.add(message.id)
     if (duplicate) return
     // The visitor's other tabs show the message too.
     const copy: SessionEvent = { kind: 'message', frame: messageFrame(message), fromConnection: connectionId }

@@ -1,3 +1,4 @@
+import type { EventBus } from '@switchboard/core'
 import { reply } from '@switchboard/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type Cluster, startCluster } from './support/start-cluster.js'
@@ -13,7 +14,92 @@ afterEach(async () => {
   cluster = undefined
 })
 
+/**
+ * A process's view of the shared bus that can be cut off, as a LISTEN connection that breaks: what
+ * is published meanwhile never reaches it, and its subscribers are told once it is back.
+ */
+function cuttable(shared: EventBus): { bus: EventBus; cut(): void; restore(): void } {
+  let cut = false
+  const told = new Set<() => void>()
+  const bus: EventBus = {
+    publish: (topic, payload) => shared.publish(topic, payload),
+    async subscribe(topic, handler, options) {
+      const stop = await shared.subscribe(topic, (payload) => {
+        if (!cut) handler(payload)
+      })
+      const onMissed = options?.onMissed
+      if (onMissed !== undefined) told.add(onMissed)
+      return async () => {
+        if (onMissed !== undefined) told.delete(onMissed)
+        await stop()
+      }
+    },
+    close: async () => undefined,
+  }
+  return {
+    bus,
+    cut: () => {
+      cut = true
+    },
+    restore: () => {
+      cut = false
+      for (const onMissed of [...told]) onMissed()
+    },
+  }
+}
+
 describe('webchat across processes', () => {
+  it('sends a reply published while the process holding the socket was cut off from the bus, once it is back', async () => {
+    let onA: ReturnType<typeof cuttable> | undefined
+    cluster = await startCluster({
+      nodes: [
+        {
+          concurrency: 0,
+          eventBus: (shared) => {
+            onA = cuttable(shared)
+            return onA.bus
+          },
+        },
+        {},
+      ],
+    })
+    const [a] = cluster.nodes as [Cluster['nodes'][0]]
+    cluster.model.script(cluster.agentId, reply('Before the cut'), reply('While cut off'))
+    const visitor = await connectVisitor(a.socketUrl())
+    visitors.push(visitor)
+    const { sessionId } = await visitor.next('session')
+    visitor.send({ type: 'message', text: 'First', clientMessageId: 'c-1' })
+    await visitor.next('ack')
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'Before the cut' })
+
+    onA!.cut()
+    visitor.send({ type: 'message', text: 'Second', clientMessageId: 'c-2' })
+    await visitor.next('ack')
+    const storage = cluster.storage
+    await expect
+      .poll(async () =>
+        (await storage.messages.list({ sessionId: sessionId as string, limit: 10 })).map(
+          (message) => `${message.role}:${message.text}:${message.delivery ?? ''}`,
+        ),
+      )
+      .toContain('agent:While cut off:sent')
+    expect(await visitor.quietFor(100, 'message')).toBe(true)
+
+    onA!.restore()
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'While cut off' })
+    // Only what the socket had not sent: neither the reply it sent before nor the visitor's own messages.
+    expect(await visitor.quietFor(200, 'message')).toBe(true)
+    expect(visitor.frames.filter((frame) => frame.type === 'message').map((frame) => frame.text)).toEqual([
+      'Before the cut',
+      'While cut off',
+    ])
+    // The end of the turn was lost with its reply: typing goes off now, not after its 30 s.
+    expect(visitor.frames.filter((frame) => frame.type === 'typing').at(-1)).toEqual({
+      type: 'typing',
+      on: false,
+    })
+  })
+
   it('delivers a reply processed by process B to the visitor connected to process A', async () => {
     // A holds the socket and takes no jobs; B takes them.
     cluster = await startCluster({ nodes: [{ concurrency: 0 }, {}] })

@@ -121,7 +121,7 @@ export type {
   StatusHooksRequest,
 } from './ports/connector.js'
 export { supportsHumanTransfer, supportsStatusHooks } from './ports/connector.js'
-export type { EventBus } from './ports/event-bus.js'
+export type { EventBus, SubscribeOptions } from './ports/event-bus.js'
 export type { KnowledgeDocumentInput, KnowledgeIndex } from './ports/knowledge-index.js'
 export type {
   Classification,

@@ -42,6 +42,8 @@ export interface NodeOptions {
   /** Turns run at once on this node; 0 makes it take no jobs at all. */
   readonly concurrency?: number
   readonly webchat?: Partial<Omit<WebchatServerOptions, 'switchboard' | 'eventBus' | 'server'>>
+  /** This node's view of the shared bus (one that can be cut off, say); the shared one by default. */
+  readonly eventBus?: (shared: EventBus) => EventBus
 }
 
 export async function startCluster(options: {
@@ -78,7 +80,12 @@ export async function startCluster(options: {
       pollMs: 20,
     })
     const server = createServer((_request, response) => response.writeHead(404).end())
-    const webchat = createWebchatServer({ switchboard, eventBus, server, ...node.webchat })
+    const webchat = createWebchatServer({
+      switchboard,
+      eventBus: node.eventBus?.(eventBus) ?? eventBus,
+      server,
+      ...node.webchat,
+    })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const { port } = server.address() as AddressInfo
     nodes.push({
