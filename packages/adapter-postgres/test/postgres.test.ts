@@ -45,9 +45,17 @@ import { runDurabilityCases } from './support/durability-cases.js'
 
 const connectionString = process.env.DATABASE_URL
 
-/** Every run gets a schema of its own, so runs sharing the server see neither rows nor channels of another. */
-function connectTo(schema: string, max = 10): Db {
-  return createPgDb({ connectionString, max, options: `-c search_path=${schema}` })
+/**
+ * Every run gets a schema of its own, so runs sharing the server see neither rows nor channels of
+ * another. A test that cuts connections names its pool, to find that pool's server processes.
+ */
+function connectTo(schema: string, max = 10, applicationName?: string): Db {
+  return createPgDb({
+    connectionString,
+    max,
+    options: `-c search_path=${schema}`,
+    application_name: applicationName,
+  })
 }
 
 describe.runIf(connectionString !== undefined && connectionString !== '')('PostgreSQL', () => {
@@ -523,12 +531,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       // What was published while the connection was down is not replayed: a subscriber that must
       // not miss anything (a webchat socket) catches up from storage when it is told.
       const applicationName = `switchboard_missed_${randomBytes(4).toString('hex')}`
-      const cut = createPgDb({
-        connectionString,
-        max: 2,
-        options: `-c search_path=${schema}`,
-        application_name: applicationName,
-      })
+      const cut = connectTo(schema, 2, applicationName)
       const bus = await createPostgresEventBus({ db: cut })
       const publisher = await createPostgresEventBus({ db: secondDb })
       try {
@@ -561,12 +564,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       // An uncaught error event would crash a server whose database restarts mid-transaction;
       // vitest reports it as an unhandled error and fails the run.
       const applicationName = `switchboard_cut_${randomBytes(4).toString('hex')}`
-      const cut = createPgDb({
-        connectionString,
-        max: 2,
-        options: `-c search_path=${schema}`,
-        application_name: applicationName,
-      })
+      const cut = connectTo(schema, 2, applicationName)
       try {
         const running = cut.transaction(async (client) => {
           await client.query('SELECT 1')
