@@ -1,11 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process'
 import { createHmac } from 'node:crypto'
-import { once } from 'node:events'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import {
   agentInputSchema,
   createMemoryKnowledgeIndex,
@@ -15,41 +10,17 @@ import {
   signWebhookBody,
 } from '@switchboard/core'
 import { afterEach, expect, it } from 'vitest'
+import { readmeBlock, startReadmeApp } from '../../../test-support/readme-app.js'
 import { createMsgPlatformConnector, createMsgPlatformWebhookHandler } from '../src/index.js'
 import { type FakePlatform, startFakePlatform } from './support/fake-platform.js'
 
-const PACKAGE = fileURLToPath(new URL('..', import.meta.url))
+const PACKAGE = new URL('..', import.meta.url)
 const README = new URL('../README.md', import.meta.url)
-const LISTEN = 'app.listen(3000)'
 
 let platform: FakePlatform | undefined
 afterEach(async () => {
   await platform?.close()
 })
-
-/** The first code block of the given language under a heading of the README, exactly as written. */
-async function readmeBlock(heading: string, language: string): Promise<string> {
-  const readme = await readFile(README, 'utf8')
-  const start = readme.indexOf(heading)
-  const code = new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``).exec(readme.slice(start))?.[1]
-  if (start < 0 || code === undefined)
-    throw new Error(`the README has no ${language} block under "${heading}"`)
-  return code
-}
-
-/** Resolves with the first line the child prints. */
-async function firstLine(child: ChildProcess): Promise<string> {
-  let output = ''
-  let errors = ''
-  child.stderr?.on('data', (chunk) => {
-    errors += chunk
-  })
-  for await (const chunk of child.stdout!) {
-    output += chunk
-    if (output.includes('\n')) return output.slice(0, output.indexOf('\n'))
-  }
-  throw new Error(`the example printed nothing and ended: ${errors}`)
-}
 
 // "Wire it into an Express app" as a reader runs it (a file of their own, the packages found by
 // name, JWT_SECRET in the environment), bar the port and the platform: the README listens on 3000
@@ -57,9 +28,8 @@ async function firstLine(child: ChildProcess): Promise<string> {
 // port and a fake platform. Then its curl commands with fetch, the webhook signed as its openssl
 // line signs it.
 it('runs the README Express app as written: an integration, its status hooks, a signed webhook answered', async () => {
-  const code = await readmeBlock('## Wire it into an Express app', 'ts')
-  expect(code).toContain(LISTEN)
-  const curls = await readmeBlock('## Wire it into an Express app', 'sh')
+  const code = await readmeBlock(README, '## Wire it into an Express app', 'ts')
+  const curls = await readmeBlock(README, '## Wire it into an Express app', 'sh')
   const integrationBody = /-d '(\{"type":"msgplatform"[\s\S]*?\})'/.exec(curls)?.[1]
   const webhookBody = /^body='(.*)'$/m.exec(curls)?.[1]
   if (integrationBody === undefined || webhookBody === undefined)
@@ -68,23 +38,9 @@ it('runs the README Express app as written: an integration, its status hooks, a 
   expect(curls).toContain('localhost:3000/api/webhook/msgplatform/1 -H "x-webhook-signature: $sig"')
 
   platform = await startFakePlatform()
-  const folder = await mkdtemp(join(PACKAGE, '.readme-'))
-  let child: ChildProcess | undefined
+  const app = await startReadmeApp(PACKAGE, code)
   try {
-    const file = join(folder, 'app.mts')
-    await writeFile(
-      file,
-      code.replace(
-        LISTEN,
-        'const server = app.listen(0, () => console.log((server.address() as { port: number }).port))',
-      ),
-    )
-    child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', file], {
-      cwd: PACKAGE,
-      env: { ...process.env, JWT_SECRET: 'a-secret-of-at-least-thirty-two-characters' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    const base = `http://127.0.0.1:${await firstLine(child)}`
+    const base = app.base
     const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
       fetch(`${base}${path}`, {
         method: 'POST',
@@ -131,11 +87,7 @@ it('runs the README Express app as written: an integration, its status hooks, a 
     const [reply] = await platform.waitForCalls('/v1/messages', 1)
     expect(reply?.body).toMatchObject({ client_id: 'c-1', channel_id: 'ch-1', transport: 'telegram' })
   } finally {
-    if (child?.exitCode === null) {
-      child.kill()
-      await once(child, 'exit')
-    }
-    await rm(folder, { recursive: true, force: true })
+    await app.stop()
   }
 }, 60_000)
 
