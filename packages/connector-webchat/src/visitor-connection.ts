@@ -180,9 +180,15 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
    */
   const turnsWorking = new Set<string>()
   let repliesDue = 0
+  /**
+   * Replies that came when none was due and no turn was heard at work: of a turn whose start came
+   * before this socket followed the session. Its end may still come; it then owes nothing.
+   */
+  let repliesUnclaimed = 0
   const forgetTurns = (): void => {
     turnsWorking.clear()
     repliesDue = 0
+    repliesUnclaimed = 0
   }
 
   const setTyping = (on: boolean): void => {
@@ -210,8 +216,13 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
         sendFromSession(event.frame)
         if (event.frame.role === 'agent') {
           // With no turn at work, no end can be on its way to settle a debt: a reply whose end
-          // this socket never heard of (it connected in between, or a sweep sent it) owes nothing.
-          repliesDue = turnsWorking.size > 0 ? repliesDue - 1 : Math.max(0, repliesDue - 1)
+          // this socket never heard of (it connected in between, or a sweep sent it) owes nothing,
+          // nor does that end if it comes after all.
+          if (turnsWorking.size > 0 || repliesDue > 0) repliesDue -= 1
+          else {
+            repliesDue = 0
+            repliesUnclaimed += 1
+          }
           stopTypingIfIdle()
         }
         return
@@ -223,10 +234,14 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
           setTyping(true)
           return
         }
-        turnsWorking.delete(turn)
+        const heardStart = turnsWorking.delete(turn)
         if (heldForAck !== null && event.messageId !== undefined) endedBeforeAck.add(event.messageId)
-        // A pause or close blocked the replies that had not left: none is on its way.
-        if (event.replied === true && session.state === 'ongoing') repliesDue += 1
+        // A pause or close blocked the replies that had not left: none is on its way. The end of a
+        // turn whose start this socket missed may come after its reply did.
+        if (event.replied === true && session.state === 'ongoing') {
+          if (!heardStart && repliesUnclaimed > 0) repliesUnclaimed -= 1
+          else repliesDue += 1
+        }
         stopTypingIfIdle()
         return
       }

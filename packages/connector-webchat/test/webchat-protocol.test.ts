@@ -125,6 +125,46 @@ describe('the webchat protocol', () => {
     expect(lastTyping()).toEqual({ type: 'typing', on: false })
   })
 
+  // Found by webchat-model.test.ts: a visitor who reconnected while the turn of the message it sent
+  // before was at work got that turn's reply, then heard the turn end, and counted the reply as
+  // still to come; the dots of its next message stayed on after their reply, until the 30 s timeout.
+  it('turns typing off with the next reply after a reconnect that came mid-turn, its reply before its end', async () => {
+    const { switchboard } = fixture.service.reference
+    const visitor = await visit()
+    const { sessionId } = await visitor.next('session')
+    const session = (await switchboard.storage.sessions.get({ id: sessionId as string }))!
+    const integration = (await switchboard.storage.integrations.get({ id: fixture.integrationId }))!
+    const event = { companyId: 1, sessionId: sessionId as string, agentId: fixture.agentId }
+    const sendReply = async (text: string) => {
+      const message = {
+        id: randomUUID(),
+        companyId: session.companyId,
+        sessionId: session.id,
+        role: 'agent' as const,
+        text,
+        agentId: fixture.agentId,
+        at: new Date().toISOString(),
+        sequence: 1,
+      }
+      await switchboard.connector('webchat')!.send({ integration, session, message })
+    }
+    const lastTyping = () => visitor.frames.filter((frame) => frame.type === 'typing').at(-1)
+    // The turn of m-1 started before this connection: its reply arrives, then its end.
+    await sendReply('One.')
+    expect(await visitor.next('message')).toMatchObject({ text: 'One.' })
+    switchboard.events.emit('turn-completed', { ...event, messageId: 'm-1', replied: true })
+    await visitor.quietFor(100)
+    expect(lastTyping() ?? { on: false }).toMatchObject({ on: false })
+
+    switchboard.events.emit('turn-started', { ...event, messageId: 'm-2' })
+    expect(await visitor.next('typing')).toEqual({ type: 'typing', on: true })
+    switchboard.events.emit('turn-completed', { ...event, messageId: 'm-2', replied: true })
+    await sendReply('Two.')
+    expect(await visitor.next('message')).toMatchObject({ text: 'Two.' })
+    await visitor.quietFor(100)
+    expect(lastTyping()).toEqual({ type: 'typing', on: false })
+  })
+
   it('turns typing off with the reply when the job’s first try failed after its turn started', async () => {
     const { switchboard } = fixture.service.reference
     const storage = switchboard.storage as { transaction: typeof switchboard.storage.transaction }
