@@ -60,13 +60,30 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
     return webchat
   }
 
+  /**
+   * What this process tells a session, one after the other in the order it happens: the socket
+   * reads a turn's start, its reply and its end in that order only if they reach the bus so. A
+   * bus may carry publishes made at once in any order (PostgreSQL's sends each on a pooled
+   * connection of its own), and a relay looks the session up first.
+   */
+  const queues = new Map<string, Promise<unknown>>()
+  const inOrder = <T>(sessionId: string, task: () => Promise<T>): Promise<T> => {
+    const result = (queues.get(sessionId) ?? Promise.resolve()).then(task)
+    const settled = result.catch(() => undefined)
+    queues.set(sessionId, settled)
+    void settled.then(() => {
+      if (queues.get(sessionId) === settled) queues.delete(sessionId)
+    })
+    return result
+  }
+
   const relay = (sessionId: string, event: SessionEvent) => {
-    isWebchatSession(sessionId)
-      .then((webchat) => (webchat ? eventBus.publish(sessionTopic(sessionId), event) : undefined))
-      .catch((error: unknown) =>
-        // A lost typing or state notice is cosmetic: the next frame or a `history` catches up.
-        options.logger?.warn({ sessionId, error: String(error) }, 'webchat: could not relay a session event'),
-      )
+    inOrder(sessionId, async () => {
+      if (await isWebchatSession(sessionId)) await eventBus.publish(sessionTopic(sessionId), event)
+    }).catch((error: unknown) =>
+      // A lost typing or state notice is cosmetic: the next frame or a `history` catches up.
+      options.logger?.warn({ sessionId, error: String(error) }, 'webchat: could not relay a session event'),
+    )
   }
 
   const onTurnStarted = (event: SwitchboardEvents['turn-started'][0]) =>
@@ -92,7 +109,7 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
       remember(session.id, true)
       try {
         const event: SessionEvent = { kind: 'message', frame: messageFrame(message) }
-        await eventBus.publish(sessionTopic(session.id), event)
+        await inOrder(session.id, () => eventBus.publish(sessionTopic(session.id), event))
         // Published is delivered as far as the outbox goes: a visitor who is not connected gets
         // the message from `history` when the widget comes back.
         return { ok: true }

@@ -48,6 +48,23 @@ function cuttable(shared: EventBus): { bus: EventBus; cut(): void; restore(): vo
   }
 }
 
+/**
+ * A process's view of the shared bus that is slow to carry the start of a turn, as PostgreSQL's bus
+ * can be: each publish goes out on its own pooled connection, and a later one may overtake it.
+ */
+function slowToCarryTurnStarts(shared: EventBus): EventBus {
+  return {
+    async publish(topic, payload) {
+      const event = payload as { kind?: string; on?: boolean }
+      if (event.kind === 'typing' && event.on === true)
+        await new Promise((resolve) => setTimeout(resolve, 150))
+      await shared.publish(topic, payload)
+    },
+    subscribe: (topic, handler, options) => shared.subscribe(topic, handler, options),
+    close: async () => undefined,
+  }
+}
+
 describe('webchat across processes', () => {
   it('sends a reply published while the process holding the socket was cut off from the bus, once it is back', async () => {
     let onA: ReturnType<typeof cuttable> | undefined
@@ -156,6 +173,25 @@ describe('webchat across processes', () => {
     visitor.send({ type: 'message', text: 'two', clientMessageId: 'c-2' })
     await visitor.next('ack')
     expect(reads).toBe(0)
+  })
+
+  // Found by webchat-model.test.ts on PostgreSQL: the start of a turn reached the socket after its
+  // reply, and the dots stayed on after the reply until the 30 s timeout (CONTRACT §7: off with it).
+  it('turns typing off with the reply when the bus carries the turn’s start after its reply', async () => {
+    cluster = await startCluster({ nodes: [{ eventBus: slowToCarryTurnStarts }] })
+    cluster.model.script(cluster.agentId, reply('Hello!'))
+    const visitor = await connectVisitor(cluster.nodes[0]!.socketUrl())
+    visitors.push(visitor)
+    await visitor.next('session')
+    visitor.send({ type: 'message', text: 'hi', clientMessageId: 's-1' })
+    await visitor.next('ack')
+    expect(await visitor.next('message')).toMatchObject({ role: 'agent', text: 'Hello!' })
+    await cluster.nodes[0]!.switchboard.idle()
+    await visitor.quietFor(400)
+    expect(visitor.frames.filter((frame) => frame.type === 'typing').at(-1)).toEqual({
+      type: 'typing',
+      on: false,
+    })
   })
 
   it('turns typing off from the process whose turn ended without a reply', async () => {
