@@ -1,0 +1,123 @@
+import type { Completion, CompletionRequest, LlmProvider } from '../../src/ports/llm-provider.js'
+
+/** What a customer message asks of the rule model; it is the word after the message's number. */
+export type MessageTag = 'plain' | 'fact' | 'quiet' | 'handoff' | 'human'
+
+export const MESSAGE_TAGS: readonly MessageTag[] = ['plain', 'fact', 'quiet', 'handoff', 'human']
+
+/** `m<number> <tag>`: every message of a run has its own number, so its text names it. */
+export function messageText(number: number, tag: MessageTag): string {
+  return `m${number} ${tag}`
+}
+
+export function parseMessageText(text: string): { number: number; tag: MessageTag } | null {
+  const match = /^m(\d+) (\w+)$/.exec(text)
+  if (match === null || !MESSAGE_TAGS.includes(match[2] as MessageTag)) return null
+  return { number: Number(match[1]), tag: match[2] as MessageTag }
+}
+
+export const replyTo = (text: string): string => `reply to ${text}`
+export const factKey = (number: number): string => `k${number}`
+export const factValue = (number: number): string => `v${number}`
+/** The handoff tool's `reason`: the path entry it leaves names the message that caused it. */
+export const handoffReason = (number: number): string => `m${number}`
+
+export interface RuleModelCall {
+  readonly agentId: number
+  readonly text: string
+  /** How many tool results the call saw: 0 for an agent's first call on a message. */
+  readonly step: number
+}
+
+export interface RuleModel extends LlmProvider {
+  readonly calls: readonly RuleModelCall[]
+  /** Calls the rules did not expect: the same step asked twice, or a message they cannot read. */
+  readonly problems: readonly string[]
+}
+
+export interface RuleModelOptions {
+  /** The AI agent a `handoff` message sends the conversation to from this one. */
+  readonly otherAgent: (agentId: number) => number
+  /** The human agent a `human` message transfers to. */
+  readonly humanAgent: number
+  /** Holds an answer back until the test lets it go (a scheduler), so turns overlap other work. */
+  readonly hold?: (answer: Promise<Completion>, label: string) => Promise<Completion>
+}
+
+const usage = { inputTokens: 1, outputTokens: 1 }
+const answer = (text: string): Completion => ({ text, toolCalls: [], usage })
+let nextCallId = 1
+const callTool = (name: string, args: unknown): Completion => ({
+  text: '',
+  toolCalls: [{ id: `rule_${nextCallId++}`, name, arguments: JSON.stringify(args) }],
+  usage,
+})
+
+/**
+ * A model that answers by rule rather than by script, so any sequence of messages gets an answer:
+ * `plain` is answered `reply to <text>`, `fact` saves a fact first, `quiet` answers nothing,
+ * `handoff` hands the conversation to the other AI agent (which then answers), `human` hands it
+ * to the human agent. A receiving agent answers instead of handing off again.
+ */
+export function createRuleModel(options: RuleModelOptions): RuleModel {
+  const calls: RuleModelCall[] = []
+  const problems: string[] = []
+  const seen = new Set<string>()
+  const handedOff = new Set<number>()
+
+  const decide = (request: CompletionRequest): Completion => {
+    const agentId = request.agentId ?? -1
+    const userIndex = lastIndexOf(request.messages, (message) => message.role === 'user')
+    const text = userIndex === -1 ? '' : request.messages[userIndex]!.content
+    const step = request.messages.slice(userIndex + 1).filter((message) => message.role === 'tool').length
+    calls.push({ agentId, text, step })
+    const key = `${agentId}|${text}|${step}`
+    if (seen.has(key)) problems.push(`agent ${agentId} was asked twice about "${text}" at step ${step}`)
+    seen.add(key)
+    const parsed = parseMessageText(text)
+    if (parsed === null) {
+      problems.push(`agent ${agentId} was asked about "${text}", which no rule reads`)
+      return answer('')
+    }
+    if (step > 0) return answer(replyTo(text))
+    switch (parsed.tag) {
+      case 'plain':
+        return answer(replyTo(text))
+      case 'quiet':
+        return answer('')
+      case 'fact':
+        return callTool('save_fact', { key: factKey(parsed.number), value: factValue(parsed.number) })
+      case 'handoff':
+        if (handedOff.has(parsed.number)) return answer(replyTo(text))
+        handedOff.add(parsed.number)
+        return callTool('handoff_to_agent', {
+          targetAgentId: options.otherAgent(agentId),
+          reason: handoffReason(parsed.number),
+        })
+      case 'human':
+        return callTool('handoff_to_agent', {
+          targetAgentId: options.humanAgent,
+          reason: handoffReason(parsed.number),
+        })
+    }
+  }
+
+  return {
+    name: 'rule-model',
+    calls,
+    problems,
+    complete(request) {
+      const completion = decide(request)
+      const call = calls[calls.length - 1]!
+      const decided = Promise.resolve(completion)
+      return options.hold === undefined
+        ? decided
+        : options.hold(decided, `model agent ${call.agentId} "${call.text}" step ${call.step}`)
+    },
+  }
+}
+
+function lastIndexOf<T>(items: readonly T[], predicate: (item: T) => boolean): number {
+  for (let index = items.length - 1; index >= 0; index -= 1) if (predicate(items[index]!)) return index
+  return -1
+}
