@@ -4,11 +4,16 @@ import { agentInputSchema } from '../src/domain/agent.js'
 import type { Message, Session } from '../src/domain/session.js'
 import { createMemoryKnowledgeIndex } from '../src/knowledge/memory-knowledge-index.js'
 import { createMemoryStorage } from '../src/memory/memory-storage.js'
-import type { SendOutcome } from '../src/ports/connector.js'
+import type { HumanTransferOutcome, SendOutcome } from '../src/ports/connector.js'
 import type { Storage } from '../src/ports/storage.js'
 import { createSwitchboard, type Switchboard } from '../src/runtime/create-switchboard.js'
 import type { IngestResult } from '../src/runtime/ingest.js'
-import { createManualClock, createRecordingConnector, type RecordingConnector } from '../src/testing/index.js'
+import {
+  createManualClock,
+  createRecordingConnector,
+  type ManualClock,
+  type RecordingConnector,
+} from '../src/testing/index.js'
 import {
   createRuleModel,
   factKey,
@@ -22,6 +27,7 @@ import {
 } from './support/rule-model.js'
 import {
   type AgentKey,
+  type Delivered,
   type Operation,
   type OperationResult,
   SessionWorlds,
@@ -34,10 +40,15 @@ const COMPANY_ID = 1
 const RUNS = Number(process.env.MODEL_TEST_RUNS ?? 300)
 const MAX_COMMANDS = Number(process.env.MODEL_TEST_MAX_COMMANDS ?? 20)
 const CUSTOMERS = ['ann', 'bob'] as const
+/** The agents' `messageHistoryDepth`: the default. */
+const HISTORY_DEPTH = 15
+/** What each AI agent says when it hands a conversation on. */
+const ANNOUNCEMENTS = ['A passes you on.', 'B passes you on.']
 type Customer = (typeof CUSTOMERS)[number]
 
 interface Real {
   readonly scheduler: fc.Scheduler
+  readonly clock: ManualClock
   readonly switchboard: Switchboard
   readonly storage: Storage
   readonly connector: RecordingConnector
@@ -47,9 +58,16 @@ interface Real {
   /** Sends under way, by session. */
   readonly sending: Map<string, number>
   /** Sessions an operator paused or closed, and how many sends may still start for each. */
-  readonly silenced: Map<string, { allowance: number; by: string }>
+  readonly silenced: Map<string, Silence>
   /** What the channel saw that the contract rules out. */
   readonly problems: string[]
+}
+
+/** A pause or close: the roles it silences, and how many of their sends may still start. */
+interface Silence {
+  allowance: number
+  readonly roles: readonly string[]
+  readonly by: string
 }
 
 interface StoredItem {
@@ -64,10 +82,16 @@ interface SessionModel {
   readonly id: string
   readonly worlds: SessionWorlds
   readonly items: StoredItem[]
+  /** An operator's messages, and whether a close came after each. */
+  readonly operatorMessages: { text: string; closedAfter: boolean }[]
+  /** Reassigns to the human agent: each calls the channel's transfer. */
+  reassignedToHuman: number
 }
 
 interface Model {
   nextNumber: number
+  /** The channel failed sends already: once per sequence, so no message fails for good. */
+  sendsFailed: boolean
   readonly sessions: Map<Customer, SessionModel[]>
   /** Every external id stored, with the message and session it was stored as. */
   readonly externalIds: Map<string, { messageId: string; sessionId: string }>
@@ -103,19 +127,20 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
   const create = async (name: string, kind: 'ai' | 'human') =>
     (await storage.agents.create({ ...agentInputSchema.parse({ name, kind }), companyId: COMPANY_ID, at })).id
   const agentIds = { A: await create('A', 'ai'), B: await create('B', 'ai'), H: await create('H', 'human') }
-  for (const [from, other] of [
-    [agentIds.A, agentIds.B],
-    [agentIds.B, agentIds.A],
+  for (const [from, other, announcement] of [
+    [agentIds.A, agentIds.B, ANNOUNCEMENTS[0]],
+    [agentIds.B, agentIds.A, ANNOUNCEMENTS[1]],
   ] as const) {
-    const { handoff } = agentInputSchema
-      .pick({ handoff: true })
-      .parse({ handoff: { enabled: true, allowedTargets: [other, agentIds.H] } })
+    const { handoff } = agentInputSchema.pick({ handoff: true }).parse({
+      handoff: { enabled: true, allowedTargets: [other, agentIds.H], handoffMessageTemplate: announcement },
+    })
     await storage.agents.update({ companyId: COMPANY_ID, id: from, patch: { handoff }, at })
   }
   const connector = createRecordingConnector({ humanTransfer: true })
   const send = connector.send.bind(connector)
+  const transfer = connector.transferToHuman!.bind(connector)
   const sending = new Map<string, number>()
-  const silenced = new Map<string, { allowance: number; by: string }>()
+  const silenced = new Map<string, Silence>()
   const problems: string[] = []
   const count = (sessionId: string, change: number) =>
     sending.set(sessionId, (sending.get(sessionId) ?? 0) + change)
@@ -123,7 +148,7 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
     send(request: Parameters<typeof send>[0]): Promise<SendOutcome> {
       const { session, message } = request
       const silence = silenced.get(session.id)
-      if (silence !== undefined && (message.role === 'agent' || message.role === 'system')) {
+      if (silence?.roles.includes(message.role)) {
         silence.allowance -= 1
         if (silence.allowance < 0)
           problems.push(`"${message.text}" left after the ${silence.by} of its session`)
@@ -133,6 +158,14 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
         .schedule(Promise.resolve(), `send "${message.text}"`)
         .then(() => send(request))
         .finally(() => count(session.id, -1))
+    },
+    async transferToHuman(request: Parameters<typeof transfer>[0]): Promise<HumanTransferOutcome> {
+      // The turn's announcement reaches the customer before the conversation leaves (CONTRACT §8).
+      const waiting = (await storage.messages.list({ sessionId: request.session.id, limit: 10_000 })).filter(
+        (message) => message.role === 'system' && message.delivery === 'pending',
+      )
+      for (const message of waiting) problems.push(`a transfer to a human came before "${message.text}" left`)
+      return transfer(request)
     },
   })
   const integration = await storage.integrations.create({
@@ -161,6 +194,7 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
   })
   return {
     scheduler,
+    clock,
     switchboard,
     storage,
     connector,
@@ -290,6 +324,8 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
       id: result.session.id,
       worlds: new SessionWorlds(result.session.id),
       items: [],
+      operatorMessages: [],
+      reassignedToHuman: 0,
     }
     model.sessionIds.add(opened.id)
     model.sessions.set(customer, [...(model.sessions.get(customer) ?? []), opened])
@@ -356,15 +392,27 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
     if (this.operation.type === 'resume' && result.isErr() && silence !== undefined) {
       real.silenced.set(session.id, silence)
     }
-    if (result.isOk() && result.value.state !== 'ongoing' && this.operation.type !== 'resume') {
+    const silences =
+      this.operation.type === 'pause' ||
+      this.operation.type === 'close' ||
+      (this.operation.type === 'reassign' && this.operation.agent === 'H')
+    if (result.isOk() && silences) {
       // Paused or closed: the agents' messages that have not left stay unsent. One being sent
       // still finishes (CONTRACT §8); a session sends one message at a time, so that is the one
       // under way now, or, with none under way, one claimed just before, whose send starts next.
+      // A close silences operators too.
       const allowance = (real.sending.get(session.id) ?? 0) === 0 ? 1 : 0
       real.silenced.set(session.id, {
         allowance: Math.min(allowance, silence?.allowance ?? allowance),
+        roles: result.value.state === 'closed' ? ['agent', 'system', 'operator'] : ['agent', 'system'],
         by: this.toString(),
       })
+    }
+    if (result.isOk() && this.operation.type === 'close') {
+      for (const message of session.operatorMessages) message.closedAfter = true
+    }
+    if (result.isOk() && this.operation.type === 'reassign' && this.operation.agent === 'H') {
+      session.reassignedToHuman += 1
     }
     if (result.isOk()) {
       expect(result.value.id).toBe(session.id)
@@ -383,6 +431,37 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
     return `${this.customer} ${what}${this.note === undefined ? '' : ` (note "${this.note}")`}${
       this.letGo ? ' letting go' : ''
     }`
+  }
+}
+
+/** An operator writes to the customer of their latest session, in any state but closed. */
+class OperatorMessageCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly customer: Customer,
+    readonly letGo: boolean,
+  ) {}
+
+  check = (model: Readonly<Model>) => currentSession(model as Model, this.customer) !== undefined
+
+  async run(model: Model, real: Real): Promise<void> {
+    const session = currentSession(model, this.customer)!
+    const text = `operator ${model.nextNumber++}`
+    const result = await whileRunning(
+      real,
+      this.letGo,
+      real.switchboard.sessions.sendOperatorMessage({ companyId: COMPANY_ID, sessionId: session.id, text }),
+    )
+    // Only an operator closes, so whether the session is closed is known whatever turns run.
+    if (session.worlds.closed()) {
+      expect(result.isErr() && result.error.code, `"${text}" on a closed session`).toBe('INVALID_STATE')
+      return
+    }
+    expect(result.isOk(), `"${text}" on an open session`).toBe(true)
+    session.operatorMessages.push({ text, closedAfter: false })
+  }
+
+  toString(): string {
+    return `${this.customer} operator message${this.letGo ? ' letting go' : ''}`
   }
 }
 
@@ -409,12 +488,79 @@ class StepCommand implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+/**
+ * The channel fails its next sends (retryably), at most four: the fifth try of a reply succeeds
+ * (CONTRACT §6), so every reply still leaves, only later.
+ */
+class FailSendsCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly count: number) {}
+
+  check = (model: Readonly<Model>) => !model.sendsFailed
+
+  async run(model: Model, real: Real): Promise<void> {
+    model.sendsFailed = true
+    real.connector.failNextSends(this.count)
+  }
+
+  toString(): string {
+    return `fail ${this.count} sends`
+  }
+}
+
+/**
+ * Time passes: retries come due, sweeps and polls run. Not while a send is held: a send that took
+ * longer than its claim (30 s) would be claimed and sent again, which the channel's own timeout
+ * (10 s, CONTRACT §6) rules out.
+ */
+class AdvanceCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly ms: number) {}
+
+  check = () => true
+
+  async run(_model: Model, real: Real): Promise<void> {
+    if ([...real.sending.values()].some((count) => count > 0)) return
+    await real.clock.advance(this.ms)
+  }
+
+  toString(): string {
+    return `advance ${this.ms} ms`
+  }
+}
+
+/**
+ * Until nothing runs and nothing waits to be sent: held answers and sends are let go in the order
+ * the scheduler picks, and time passes a second at a time, for retries and for a transfer that
+ * waits for its announcement's retry (which `idle` waits for).
+ */
+async function settle(model: Model, real: Real): Promise<void> {
+  for (let round = 0; ; round += 1) {
+    let done = false
+    const idle = real.scheduler.waitFor(real.switchboard.idle()).finally(() => {
+      done = true
+    })
+    while (!done) await real.clock.advance(1000)
+    await idle
+    if ((await waitingToLeave(model, real)) === 0) return
+    if (round > 100) throw new Error('messages still wait to be sent after 100 rounds of retries')
+    await real.clock.advance(1000)
+  }
+}
+
+async function waitingToLeave(model: Model, real: Real): Promise<number> {
+  let waiting = 0
+  for (const session of [...model.sessions.values()].flat()) {
+    const messages = await real.storage.messages.list({ sessionId: session.id, limit: 10_000 })
+    waiting += messages.filter((message) => message.delivery === 'pending').length
+  }
+  return waiting
+}
+
 /** Nothing more to do: everything the customers and operators caused is checked. */
 class IdleCommand implements fc.AsyncCommand<Model, Real> {
   check = () => true
 
   async run(model: Model, real: Real): Promise<void> {
-    await real.scheduler.waitFor(real.switchboard.idle())
+    await settle(model, real)
     await checkSettled(model, real)
   }
 
@@ -462,34 +608,58 @@ function checkSession(
     messages.filter((message) => message.role === 'customer').map((message) => message.text),
     `${where}: its customer messages`,
   ).toEqual(session.items.map((item) => item.text))
-  const texts = new Map(session.items.map((item, index) => [replyTo(item.text), index]))
-  // Only the rules' replies: no fallback reply, no announcement (none is configured), no error.
-  for (const message of messages.filter((message) => message.role !== 'customer')) {
-    expect(
-      texts.has(message.text),
-      `${where}: "${message.text}" (${message.role}) answers one of its messages`,
-    ).toBe(true)
-  }
+  expect(
+    messages.filter((message) => message.role === 'operator').map((message) => message.text),
+    `${where}: its operator messages`,
+  ).toEqual(session.operatorMessages.map((message) => message.text))
   expect(stored.metadata.errors, `${where}: errors`).toEqual([])
 
-  const observe = (item: StoredItem): TurnObservation => {
-    const replies = messages.filter(
-      (message) => message.role === 'agent' && message.text === replyTo(item.text),
+  // Which message each outgoing one answers: a reply names it; a handoff's announcement comes just
+  // before the receiving agent's reply, in the turn's commit; a human transfer's announcement is
+  // its turn's only message, and turns commit in the order of their messages.
+  const itemOf = new Map<string, StoredItem>()
+  const replies = new Map(session.items.map((item) => [replyTo(item.text), item]))
+  messages.forEach((message, index) => {
+    const item = message.role === 'agent' ? replies.get(message.text) : undefined
+    if (item === undefined) return
+    expect(itemOf.has(message.id), `${where}: "${message.text}" stored once`).toBe(false)
+    itemOf.set(message.id, item)
+    const before = messages[index - 1]
+    if (item.tag === 'handoff' && before?.role === 'system') itemOf.set(before.id, item)
+  })
+  const transfersAsked = session.items.filter((item) => item.tag === 'human' && calledAbout.has(item.text))
+  const transferAnnouncements = messages.filter(
+    (message) => message.role === 'system' && !itemOf.has(message.id),
+  )
+  expect(
+    transferAnnouncements.length,
+    `${where}: an announcement for each transfer to a human its agents asked for`,
+  ).toBe(transfersAsked.length)
+  transferAnnouncements.forEach((message, index) => {
+    itemOf.set(message.id, transfersAsked[index]!)
+  })
+  for (const message of messages.filter((message) => message.role === 'agent' || message.role === 'system')) {
+    expect(itemOf.has(message.id), `${where}: "${message.text}" (${message.role}) answers a message`).toBe(
+      true,
     )
-    const delivery = replies[0]?.delivery
+    if (message.role === 'system') expect(ANNOUNCEMENTS).toContain(message.text)
+  }
+
+  const delivered = (found: readonly Message[]): Delivered => {
+    if (found.length === 0) return 'none'
+    if (found.length > 1) return 'several'
+    const { delivery } = found[0]!
+    return delivery === 'sent' || delivery === 'blocked' || delivery === 'failed' ? delivery : 'pending'
+  }
+  const observe = (item: StoredItem): TurnObservation => {
+    const answers = messages.filter((message) => itemOf.get(message.id) === item)
     return {
       called: calledAbout.has(item.text),
       effect: stored.metadata.agentPath.some(
         (entry) => entry.via === 'handoff_tool' && entry.reason === handoffReason(item.number),
       ),
-      reply:
-        replies.length === 0
-          ? 'none'
-          : replies.length > 1
-            ? 'several'
-            : delivery === 'sent' || delivery === 'blocked' || delivery === 'pending' || delivery === 'failed'
-              ? delivery
-              : 'pending',
+      reply: delivered(answers.filter((message) => message.role === 'agent')),
+      announcement: delivered(answers.filter((message) => message.role === 'system')),
     }
   }
   // Stored while paused, or while a human was active: never answered, never shown to a model.
@@ -498,12 +668,25 @@ function checkSession(
       called: false,
       effect: false,
       reply: 'none',
+      announcement: 'none',
     })
   }
   const byNumber = new Map(session.items.map((item) => [item.number, item]))
   session.worlds.settle({ state: stored.state, active: agentKey(real, stored.activeAgentId) }, (turn) =>
     observe(byNumber.get(turn.number)!),
   )
+
+  // A turn sees the session's customer messages before its own, the latest ones when the window
+  // (15, the default depth) is full: those stored while paused too (CONTRACT §8).
+  session.items.forEach((item, index) => {
+    const before = session.items.slice(0, index).map((earlier) => earlier.text)
+    for (const call of real.model.calls.filter((call) => call.text === item.text && call.step === 0)) {
+      const seen = call.customerHistory
+      expect(seen, `${where}: the history of m${item.number}`).toEqual(
+        call.historyLength < HISTORY_DEPTH ? before : before.slice(before.length - seen.length),
+      )
+    }
+  })
 
   // Facts of every turn that saved one, concurrent ones included, and no other.
   const facts = Object.fromEntries(
@@ -513,16 +696,35 @@ function checkSession(
   )
   expect(stored.metadata.sharedContext.facts, `${where}: facts`).toEqual(facts)
 
-  // The channel: what it sent is stored as sent, once, and a session's replies in message order.
+  // An operator's message leaves in any state but closed; a close blocks it if it had not left.
+  for (const operatorMessage of session.operatorMessages) {
+    const message = messages.find((found) => found.role === 'operator' && found.text === operatorMessage.text)
+    expect(message?.delivery, `${where}: operator message "${operatorMessage.text}"`).toSatisfy(
+      (delivery) => delivery === 'sent' || (operatorMessage.closedAfter && delivery === 'blocked'),
+    )
+  }
+
+  // A transfer for each reassign to the human agent, and at most one for each turn that handed
+  // the session to it (none when an operator changed the session before the call).
+  const transfers = real.connector.transfers.filter((transfer) => transfer.sessionId === session.id).length
+  const handedToHuman = session.items.filter((item) => item.tag === 'human' && observe(item).effect).length
+  expect(transfers, `${where}: transfers to a human`).toBeGreaterThanOrEqual(session.reassignedToHuman)
+  expect(transfers, `${where}: transfers to a human`).toBeLessThanOrEqual(
+    session.reassignedToHuman + handedToHuman,
+  )
+
+  // The channel: what it sent is stored as sent, sent once, and a session's messages leave in the
+  // order they were stored.
   const byId = new Map(messages.map((message) => [message.id, message]))
   const sent = real.connector.sent.filter((message) => message.sessionId === session.id)
-  for (const message of sent)
+  for (const message of sent) {
     expect(byId.get(message.messageId)?.delivery, `${where}: "${message.text}"`).toBe('sent')
+  }
   expect(sent.length, `${where}: every message stored as sent was sent`).toBe(
     messages.filter((message) => message.delivery === 'sent').length,
   )
-  const order = sent.map((message) => texts.get(message.text) ?? -1)
-  expect(order, `${where}: replies leave in the order of the messages they answer`).toEqual(
+  const order = sent.map((message) => byId.get(message.messageId)!.sequence)
+  expect(order, `${where}: messages leave in the order they were stored`).toEqual(
     [...order].sort((a, b) => a - b),
   )
 }
@@ -566,8 +768,13 @@ const commandArbitraries = [
   fc
     .tuple(customerArbitrary, operationArbitrary, fc.boolean())
     .map(([customer, { operation, note }, letGo]) => new OperateCommand(customer, operation, letGo, note)),
+  fc
+    .tuple(customerArbitrary, fc.boolean())
+    .map(([customer, letGo]) => new OperatorMessageCommand(customer, letGo)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
+  fc.integer({ min: 1, max: 4 }).map((count) => new FailSendsCommand(count)),
+  fc.constantFrom(500, 1000, 2000, 4000, 8000).map((ms) => new AdvanceCommand(ms)),
   fc.constant(new IdleCommand()),
 ]
 
@@ -581,16 +788,23 @@ describe('the runtime against a model of the contract', () => {
           const real = await createReal(scheduler)
           const model: Model = {
             nextNumber: 1,
+            sendsFailed: false,
             sessions: new Map(),
             externalIds: new Map(),
             sessionIds: new Set(),
           }
           try {
+            const t1 = Date.now()
             await fc.asyncModelRun(() => ({ model, real }), commands)
-            await scheduler.waitFor(real.switchboard.idle())
+            if (process.env.DEBUG && Date.now() - t1 > 50)
+              console.log('SLOWRUN', Date.now() - t1, commands.toString())
+            await settle(model, real)
             await checkSettled(model, real)
           } finally {
+            const t0 = Date.now()
             await scheduler.waitFor(real.switchboard.stop({ timeoutMs: 1000 })).catch(() => undefined)
+            if (process.env.DEBUG && Date.now() - t0 > 50)
+              console.log('SLOWSTOP', Date.now() - t0, commands.toString())
           }
         },
       ),

@@ -27,6 +27,9 @@ export interface RuleModelCall {
   readonly text: string
   /** How many tool results the call saw: 0 for an agent's first call on a message. */
   readonly step: number
+  /** The history before the message: how many messages, and the customer's among them. */
+  readonly historyLength: number
+  readonly customerHistory: readonly string[]
 }
 
 export interface RuleModel extends LlmProvider {
@@ -70,7 +73,14 @@ export function createRuleModel(options: RuleModelOptions): RuleModel {
     const userIndex = lastIndexOf(request.messages, (message) => message.role === 'user')
     const text = userIndex === -1 ? '' : request.messages[userIndex]!.content
     const step = request.messages.slice(userIndex + 1).filter((message) => message.role === 'tool').length
-    calls.push({ agentId, text, step })
+    const history = request.messages.slice(1, Math.max(1, userIndex))
+    calls.push({
+      agentId,
+      text,
+      step,
+      historyLength: history.length,
+      customerHistory: history.filter((message) => message.role === 'user').map((message) => message.content),
+    })
     const key = `${agentId}|${text}|${step}`
     if (seen.has(key)) problems.push(`agent ${agentId} was asked twice about "${text}" at step ${step}`)
     seen.add(key)

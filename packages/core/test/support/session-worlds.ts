@@ -35,8 +35,12 @@ export interface TurnObservation {
   readonly called: boolean
   /** Its handoff left a path entry. */
   readonly effect: boolean
-  readonly reply: 'none' | 'sent' | 'blocked' | 'several' | 'pending' | 'failed'
+  readonly reply: Delivered
+  /** The handoff announcement its turn stored (handoff and human messages only). */
+  readonly announcement: Delivered
 }
+
+export type Delivered = 'none' | 'sent' | 'blocked' | 'several' | 'pending' | 'failed'
 
 /** An operation disturbed a turn still to come: `s` silences (pause, close, human), `r` reassigns. */
 type Disturbance = '' | 's' | 'r' | 'sr'
@@ -56,6 +60,7 @@ interface World {
 
 const otherAi = (agent: AgentKey): AgentKey => (agent === 'A' ? 'B' : 'A')
 const repliesTo = (tag: MessageTag) => tag === 'plain' || tag === 'fact' || tag === 'handoff'
+/** Its turn hands off, which both AI agents announce. */
 const changesAgent = (tag: MessageTag) => tag === 'handoff' || tag === 'human'
 const keyOf = (world: World) => JSON.stringify(world)
 
@@ -262,18 +267,25 @@ function apply(
 }
 
 function allows(outcome: Outcome, tag: MessageTag, blockable: boolean, seen: TurnObservation): boolean {
-  const delivered = repliesTo(tag)
-    ? seen.reply === 'sent' || (blockable && seen.reply === 'blocked')
-    : seen.reply === 'none'
+  // Committed for delivery: it leaves, unless a pause, close or transfer came after the commit.
+  const left = (expected: boolean, delivered: Delivered) =>
+    expected ? delivered === 'sent' || (blockable && delivered === 'blocked') : delivered === 'none'
+  const delivered = left(repliesTo(tag), seen.reply) && left(changesAgent(tag), seen.announcement)
+  const blocked = (expected: boolean, delivered: Delivered) => delivered === (expected ? 'blocked' : 'none')
   switch (outcome) {
     case 'answered':
       return seen.called && seen.effect === changesAgent(tag) && delivered
     case 'answeredVoid':
       return seen.called && !seen.effect && delivered
     case 'silenced':
-      return seen.called && !seen.effect && seen.reply === (repliesTo(tag) ? 'blocked' : 'none')
+      return (
+        seen.called &&
+        !seen.effect &&
+        blocked(repliesTo(tag), seen.reply) &&
+        blocked(changesAgent(tag), seen.announcement)
+      )
     case 'skipped':
-      return !seen.called && !seen.effect && seen.reply === 'none'
+      return !seen.called && !seen.effect && seen.reply === 'none' && seen.announcement === 'none'
   }
 }
 
