@@ -49,7 +49,8 @@ type Customer = (typeof CUSTOMERS)[number]
 interface Real {
   readonly scheduler: fc.Scheduler
   readonly clock: ManualClock
-  readonly switchboard: Switchboard
+  /** Two processes on one storage (CONTRACT §1): any of them takes any job, claims any delivery. */
+  readonly processes: readonly [Switchboard, Switchboard]
   readonly storage: Storage
   readonly connector: RecordingConnector
   readonly model: RuleModel
@@ -184,18 +185,14 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
     hold: (answer, label) => scheduler.schedule(answer, label),
   })
   let uuid = 0
-  const switchboard = createSwitchboard({
-    storage,
-    model,
-    knowledge: createMemoryKnowledgeIndex(),
-    connectors: [connector],
-    clock,
-    ids: { uuid: () => `00000000-0000-4000-8000-${(++uuid).toString(16).padStart(12, '0')}` },
-  })
+  const ids = { uuid: () => `00000000-0000-4000-8000-${(++uuid).toString(16).padStart(12, '0')}` }
+  const knowledge = createMemoryKnowledgeIndex()
+  const start = () => createSwitchboard({ storage, model, knowledge, connectors: [connector], clock, ids })
+  const processes = [start(), start()] as const
   return {
     scheduler,
     clock,
-    switchboard,
+    processes,
     storage,
     connector,
     model,
@@ -216,6 +213,8 @@ type ExternalId =
   | { readonly kind: 'same-as-previous' }
 
 interface PlannedMessage {
+  /** The process that receives it. */
+  readonly process: 0 | 1
   readonly customer: Customer
   readonly tag: MessageTag
   readonly externalId: ExternalId
@@ -232,7 +231,13 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
 
   async run(model: Model, real: Real): Promise<void> {
     const known = [...model.externalIds.keys()]
-    const planned: { customer: Customer; tag: MessageTag; number: number; externalId?: string }[] = []
+    const planned: {
+      process: 0 | 1
+      customer: Customer
+      tag: MessageTag
+      number: number
+      externalId?: string
+    }[] = []
     for (const message of this.messages) {
       const number = model.nextNumber++
       const previous = planned.at(-1)?.externalId
@@ -244,14 +249,20 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
             : message.externalId.kind === 'same-as-previous' && previous !== undefined
               ? previous
               : `x${number}`
-      planned.push({ customer: message.customer, tag: message.tag, number, externalId })
+      planned.push({
+        process: message.process,
+        customer: message.customer,
+        tag: message.tag,
+        number,
+        externalId,
+      })
     }
     const results = await Promise.all(
       planned.map(async (message) => {
         const result = await whileRunning(
           real,
           this.letGo,
-          real.switchboard.ingest({
+          real.processes[message.process].ingest({
             integrationId: real.integrationId,
             clientId: message.customer,
             text: messageText(message.number, message.tag),
@@ -334,7 +345,10 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
 
   toString(): string {
     return `send(${this.messages
-      .map((message) => `${message.customer}:${message.tag}${externalIdText(message.externalId)}`)
+      .map(
+        (message) =>
+          `${message.customer}:${message.tag}${externalIdText(message.externalId)} via ${message.process}`,
+      )
       .join(', ')})${this.letGo ? ' letting go' : ''}`
   }
 }
@@ -357,6 +371,7 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
   constructor(
     readonly customer: Customer,
     readonly operation: Operation,
+    readonly process: 0 | 1,
     readonly letGo: boolean,
     readonly note?: string,
   ) {}
@@ -366,7 +381,7 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
   async run(model: Model, real: Real): Promise<void> {
     const session = currentSession(model, this.customer)!
     const target = { companyId: COMPANY_ID, sessionId: session.id }
-    const operations = real.switchboard.sessions
+    const operations = real.processes[this.process].sessions
     // A resume lets the agents speak again from its commit on, which comes before its answer.
     const silence = real.silenced.get(session.id)
     if (this.operation.type === 'resume') real.silenced.delete(session.id)
@@ -428,9 +443,9 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
   toString(): string {
     const what =
       this.operation.type === 'reassign' ? `reassign to ${this.operation.agent}` : this.operation.type
-    return `${this.customer} ${what}${this.note === undefined ? '' : ` (note "${this.note}")`}${
-      this.letGo ? ' letting go' : ''
-    }`
+    return `${this.customer} ${what}${this.note === undefined ? '' : ` (note "${this.note}")`} via ${
+      this.process
+    }${this.letGo ? ' letting go' : ''}`
   }
 }
 
@@ -438,6 +453,7 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
 class OperatorMessageCommand implements fc.AsyncCommand<Model, Real> {
   constructor(
     readonly customer: Customer,
+    readonly process: 0 | 1,
     readonly letGo: boolean,
   ) {}
 
@@ -449,7 +465,11 @@ class OperatorMessageCommand implements fc.AsyncCommand<Model, Real> {
     const result = await whileRunning(
       real,
       this.letGo,
-      real.switchboard.sessions.sendOperatorMessage({ companyId: COMPANY_ID, sessionId: session.id, text }),
+      real.processes[this.process].sessions.sendOperatorMessage({
+        companyId: COMPANY_ID,
+        sessionId: session.id,
+        text,
+      }),
     )
     // Only an operator closes, so whether the session is closed is known whatever turns run.
     if (session.worlds.closed()) {
@@ -461,7 +481,7 @@ class OperatorMessageCommand implements fc.AsyncCommand<Model, Real> {
   }
 
   toString(): string {
-    return `${this.customer} operator message${this.letGo ? ' letting go' : ''}`
+    return `${this.customer} operator message via ${this.process}${this.letGo ? ' letting go' : ''}`
   }
 }
 
@@ -535,12 +555,15 @@ class AdvanceCommand implements fc.AsyncCommand<Model, Real> {
 async function settle(model: Model, real: Real): Promise<void> {
   for (let round = 0; ; round += 1) {
     let done = false
-    const idle = real.scheduler.waitFor(real.switchboard.idle()).finally(() => {
-      done = true
-    })
+    const idle = real.scheduler
+      .waitFor(Promise.all(real.processes.map((process) => process.idle())))
+      .finally(() => {
+        done = true
+      })
     while (!done) await real.clock.advance(1000)
     await idle
-    if ((await waitingToLeave(model, real)) === 0) return
+    // One process idle may have left a job to the other, which the next round lets it take.
+    if ((await waitingToLeave(model, real)) === 0 && (await real.storage.jobs.pending({})) === 0) return
     if (round > 100) throw new Error('messages still wait to be sent after 100 rounds of retries')
     await real.clock.advance(1000)
   }
@@ -741,7 +764,9 @@ const plainMostly = fc.oneof(
   { arbitrary: fc.constantFrom(...MESSAGE_TAGS), weight: 5 },
 )
 
+const processArbitrary = fc.constantFrom<0 | 1>(0, 1)
 const messageArbitrary = fc.record({
+  process: processArbitrary,
   customer: customerArbitrary,
   tag: plainMostly,
   externalId: externalIdArbitrary,
@@ -763,14 +788,20 @@ const commandArbitraries = [
     .map(([messages, letGo]) => new SendCommand(messages, letGo)),
   fc.tuple(messageArbitrary, fc.boolean()).map(([message, letGo]) => new SendCommand([message], letGo)),
   fc
-    .tuple(customerArbitrary, operationArbitrary, fc.boolean())
-    .map(([customer, { operation, note }, letGo]) => new OperateCommand(customer, operation, letGo, note)),
+    .tuple(customerArbitrary, operationArbitrary, processArbitrary, fc.boolean())
+    .map(
+      ([customer, { operation, note }, process, letGo]) =>
+        new OperateCommand(customer, operation, process, letGo, note),
+    ),
   fc
-    .tuple(customerArbitrary, operationArbitrary, fc.boolean())
-    .map(([customer, { operation, note }, letGo]) => new OperateCommand(customer, operation, letGo, note)),
+    .tuple(customerArbitrary, operationArbitrary, processArbitrary, fc.boolean())
+    .map(
+      ([customer, { operation, note }, process, letGo]) =>
+        new OperateCommand(customer, operation, process, letGo, note),
+    ),
   fc
-    .tuple(customerArbitrary, fc.boolean())
-    .map(([customer, letGo]) => new OperatorMessageCommand(customer, letGo)),
+    .tuple(customerArbitrary, processArbitrary, fc.boolean())
+    .map(([customer, process, letGo]) => new OperatorMessageCommand(customer, process, letGo)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 4 }).map((count) => new FailSendsCommand(count)),
@@ -802,7 +833,9 @@ describe('the runtime against a model of the contract', () => {
             await checkSettled(model, real)
           } finally {
             const t0 = Date.now()
-            await scheduler.waitFor(real.switchboard.stop({ timeoutMs: 1000 })).catch(() => undefined)
+            await scheduler
+              .waitFor(Promise.all(real.processes.map((process) => process.stop({ timeoutMs: 1000 }))))
+              .catch(() => undefined)
             if (process.env.DEBUG && Date.now() - t0 > 50)
               console.log('SLOWSTOP', Date.now() - t0, commands.toString())
           }
