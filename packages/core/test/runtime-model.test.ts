@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { agentInputSchema } from '../src/domain/agent.js'
+import { agentInputSchema, DEFAULT_FALLBACK_REPLY } from '../src/domain/agent.js'
 import type { Message, Session } from '../src/domain/session.js'
 import { createMemoryKnowledgeIndex } from '../src/knowledge/memory-knowledge-index.js'
 import { createMemoryStorage } from '../src/memory/memory-storage.js'
@@ -18,6 +18,7 @@ import {
   createRuleModel,
   factKey,
   factValue,
+  failure,
   handoffReason,
   MESSAGE_TAGS,
   type MessageTag,
@@ -182,7 +183,7 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
   const model = createRuleModel({
     otherAgent: (agentId) => (agentId === agentIds.A ? agentIds.B : agentIds.A),
     humanAgent: agentIds.H,
-    hold: (answer, label) => scheduler.schedule(answer, label),
+    hold: (label) => scheduler.schedule(Promise.resolve(), label),
   })
   let uuid = 0
   const ids = { uuid: () => `00000000-0000-4000-8000-${(++uuid).toString(16).padStart(12, '0')}` }
@@ -635,7 +636,13 @@ function checkSession(
     messages.filter((message) => message.role === 'operator').map((message) => message.text),
     `${where}: its operator messages`,
   ).toEqual(session.operatorMessages.map((message) => message.text))
-  expect(stored.metadata.errors, `${where}: errors`).toEqual([])
+  // The only errors: a model that failed for good, once for each message whose call failed, in
+  // order (CONTRACT §10: recorded, the fallback reply sent, and not retried into duplicates).
+  const failed = session.items.filter((item) => item.tag === 'fail' && calledAbout.has(item.text))
+  expect(
+    stored.metadata.errors.map((error) => `${error.code}: ${error.message}`),
+    `${where}: errors`,
+  ).toEqual(failed.map((item) => `MODEL_UNAVAILABLE: the model failed: ${failure(item.number)}`))
 
   // Which message each outgoing one answers: a reply names it; a handoff's announcement comes just
   // before the receiving agent's reply, in the turn's commit; a human transfer's announcement is
@@ -649,6 +656,13 @@ function checkSession(
     itemOf.set(message.id, item)
     const before = messages[index - 1]
     if (item.tag === 'handoff' && before?.role === 'system') itemOf.set(before.id, item)
+  })
+  const fallbacks = messages.filter(
+    (message) => message.role === 'agent' && message.text === DEFAULT_FALLBACK_REPLY,
+  )
+  expect(fallbacks.length, `${where}: a fallback reply for each failed model call`).toBe(failed.length)
+  fallbacks.forEach((message, index) => {
+    itemOf.set(message.id, failed[index]!)
   })
   const transfersAsked = session.items.filter((item) => item.tag === 'human' && calledAbout.has(item.text))
   const transferAnnouncements = messages.filter(

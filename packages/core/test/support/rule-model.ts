@@ -1,9 +1,9 @@
 import type { Completion, CompletionRequest, LlmProvider } from '../../src/ports/llm-provider.js'
 
 /** What a customer message asks of the rule model; it is the word after the message's number. */
-export type MessageTag = 'plain' | 'fact' | 'quiet' | 'handoff' | 'human'
+export type MessageTag = 'plain' | 'fact' | 'quiet' | 'handoff' | 'human' | 'fail'
 
-export const MESSAGE_TAGS: readonly MessageTag[] = ['plain', 'fact', 'quiet', 'handoff', 'human']
+export const MESSAGE_TAGS: readonly MessageTag[] = ['plain', 'fact', 'quiet', 'handoff', 'human', 'fail']
 
 /** `m<number> <tag>`: every message of a run has its own number, so its text names it. */
 export function messageText(number: number, tag: MessageTag): string {
@@ -21,6 +21,8 @@ export const factKey = (number: number): string => `k${number}`
 export const factValue = (number: number): string => `v${number}`
 /** The handoff tool's `reason`: the path entry it leaves names the message that caused it. */
 export const handoffReason = (number: number): string => `m${number}`
+/** Why the model fails for a `fail` message: the session's error names the message. */
+export const failure = (number: number): string => `no answer for m${number}`
 
 export interface RuleModelCall {
   readonly agentId: number
@@ -44,7 +46,7 @@ export interface RuleModelOptions {
   /** The human agent a `human` message transfers to. */
   readonly humanAgent: number
   /** Holds an answer back until the test lets it go (a scheduler), so turns overlap other work. */
-  readonly hold?: (answer: Promise<Completion>, label: string) => Promise<Completion>
+  readonly hold?: (label: string) => Promise<unknown>
 }
 
 const usage = { inputTokens: 1, outputTokens: 1 }
@@ -60,7 +62,8 @@ const callTool = (name: string, args: unknown): Completion => ({
  * A model that answers by rule rather than by script, so any sequence of messages gets an answer:
  * `plain` is answered `reply to <text>`, `fact` saves a fact first, `quiet` answers nothing,
  * `handoff` hands the conversation to the other AI agent (which then answers), `human` hands it
- * to the human agent. A receiving agent answers instead of handing off again.
+ * to the human agent, `fail` makes the call fail. A receiving agent answers instead of handing off
+ * again.
  */
 export function createRuleModel(options: RuleModelOptions): RuleModel {
   const calls: RuleModelCall[] = []
@@ -68,7 +71,7 @@ export function createRuleModel(options: RuleModelOptions): RuleModel {
   const seen = new Set<string>()
   const handedOff = new Set<number>()
 
-  const decide = (request: CompletionRequest): Completion => {
+  const decide = (request: CompletionRequest): Completion | Error => {
     const agentId = request.agentId ?? -1
     const userIndex = lastIndexOf(request.messages, (message) => message.role === 'user')
     const text = userIndex === -1 ? '' : request.messages[userIndex]!.content
@@ -109,6 +112,8 @@ export function createRuleModel(options: RuleModelOptions): RuleModel {
           targetAgentId: options.humanAgent,
           reason: handoffReason(parsed.number),
         })
+      case 'fail':
+        return new Error(failure(parsed.number))
     }
   }
 
@@ -119,10 +124,11 @@ export function createRuleModel(options: RuleModelOptions): RuleModel {
     complete(request) {
       const completion = decide(request)
       const call = calls[calls.length - 1]!
-      const decided = Promise.resolve(completion)
-      return options.hold === undefined
-        ? decided
-        : options.hold(decided, `model agent ${call.agentId} "${call.text}" step ${call.step}`)
+      const held = options.hold?.(`model agent ${call.agentId} "${call.text}" step ${call.step}`)
+      return Promise.resolve(held).then(() => {
+        if (completion instanceof Error) throw completion
+        return completion
+      })
     },
   }
 }

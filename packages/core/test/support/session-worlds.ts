@@ -59,7 +59,9 @@ interface World {
 }
 
 const otherAi = (agent: AgentKey): AgentKey => (agent === 'A' ? 'B' : 'A')
-const repliesTo = (tag: MessageTag) => tag === 'plain' || tag === 'fact' || tag === 'handoff'
+/** Its turn replies: with the rule's text, or with the agent's fallback reply when the model fails. */
+const repliesTo = (tag: MessageTag) =>
+  tag === 'plain' || tag === 'fact' || tag === 'handoff' || tag === 'fail'
 /** Its turn hands off, which both AI agents announce. */
 const changesAgent = (tag: MessageTag) => tag === 'handoff' || tag === 'human'
 const keyOf = (world: World) => JSON.stringify(world)
