@@ -88,6 +88,8 @@ interface SessionModel {
   readonly operatorMessages: { text: string; closedAfter: boolean }[]
   /** Reassigns to the human agent: each calls the channel's transfer. */
   reassignedToHuman: number
+  /** The notes of the resumes that succeeded: journey steps of the SCC, whatever turns commit. */
+  readonly notes: string[]
 }
 
 interface Model {
@@ -338,6 +340,7 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
       items: [],
       operatorMessages: [],
       reassignedToHuman: 0,
+      notes: [],
     }
     model.sessionIds.add(opened.id)
     model.sessions.set(customer, [...(model.sessions.get(customer) ?? []), opened])
@@ -437,6 +440,7 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
       )
       if (this.operation.type === 'resume' && this.note !== undefined) {
         expect(result.value.metadata.sharedContext.journey.at(-1)?.step).toBe(`Operator note: ${this.note}`)
+        session.notes.push(`Operator note: ${this.note}`)
       }
     }
   }
@@ -732,6 +736,10 @@ function checkSession(
       .map((item) => [factKey(item.number), factValue(item.number)]),
   )
   expect(stored.metadata.sharedContext.facts, `${where}: facts`).toEqual(facts)
+  expect(
+    stored.metadata.sharedContext.journey.map((step) => step.step),
+    `${where}: the operators' notes`,
+  ).toEqual(session.notes)
 
   // An operator's message leaves in any state but closed; a close blocks it if it had not left.
   for (const operatorMessage of session.operatorMessages) {
