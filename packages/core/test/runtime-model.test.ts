@@ -51,7 +51,13 @@ interface Real {
   readonly scheduler: fc.Scheduler
   readonly clock: ManualClock
   /** Two processes on one storage (CONTRACT §1): any of them takes any job, claims any delivery. */
-  readonly processes: readonly [Switchboard, Switchboard]
+  readonly processes: [Switchboard, Switchboard]
+  /** A new process on the same storage. */
+  readonly start: () => Switchboard
+  /** Processes stopped, whose turns may still be finishing. */
+  readonly stopped: Switchboard[]
+  /** How many turns committed for each message (`turn-completed`). */
+  readonly commits: Map<string, number>
   readonly storage: Storage
   readonly connector: RecordingConnector
   readonly model: RuleModel
@@ -94,6 +100,8 @@ interface SessionModel {
 
 interface Model {
   nextNumber: number
+  /** A process was stopped: a turn it did not commit is redone, asking the model again. */
+  restarted: boolean
   /** The channel failed sends already: once per sequence, so no message fails for good. */
   sendsFailed: boolean
   readonly sessions: Map<Customer, SessionModel[]>
@@ -102,6 +110,8 @@ interface Model {
   /** Every session id ever answered, of any customer: a new session must be new. */
   readonly sessionIds: Set<string>
 }
+
+const handsOver = (tag: MessageTag) => tag === 'toA' || tag === 'toB'
 
 const agentKey = (real: Real, id: number): AgentKey => {
   const found = (Object.keys(real.agentIds) as AgentKey[]).find((key) => real.agentIds[key] === id)
@@ -183,19 +193,29 @@ async function createReal(scheduler: fc.Scheduler): Promise<Real> {
     at,
   })
   const model = createRuleModel({
-    otherAgent: (agentId) => (agentId === agentIds.A ? agentIds.B : agentIds.A),
+    aiAgents: { A: agentIds.A, B: agentIds.B },
     humanAgent: agentIds.H,
     hold: (label) => scheduler.schedule(Promise.resolve(), label),
   })
   let uuid = 0
   const ids = { uuid: () => `00000000-0000-4000-8000-${(++uuid).toString(16).padStart(12, '0')}` }
   const knowledge = createMemoryKnowledgeIndex()
-  const start = () => createSwitchboard({ storage, model, knowledge, connectors: [connector], clock, ids })
-  const processes = [start(), start()] as const
+  const commits = new Map<string, number>()
+  const start = () => {
+    const process = createSwitchboard({ storage, model, knowledge, connectors: [connector], clock, ids })
+    process.events.on('turn-completed', ({ messageId }) => {
+      commits.set(messageId, (commits.get(messageId) ?? 0) + 1)
+    })
+    return process
+  }
+  const processes: [Switchboard, Switchboard] = [start(), start()]
   return {
     scheduler,
     clock,
     processes,
+    start,
+    stopped: [],
+    commits,
     storage,
     connector,
     model,
@@ -553,12 +573,20 @@ class AdvanceCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 /**
- * Until nothing runs and nothing waits to be sent: held answers and sends are let go in the order
- * the scheduler picks, and time passes a second at a time, for retries and for a transfer that
- * waits for its announcement's retry (which `idle` waits for).
+ * Until nothing runs and nothing waits to be sent, in any process: held answers and sends are let
+ * go in the order the scheduler picks, and time passes a second at a time, for retries, sweeps,
+ * and a transfer that waits for its announcement (which `idle` waits for). Each process's `idle`
+ * speaks for that process only: one may take a job the other's turn made available after it was
+ * idle, so it is settled when a whole round changed nothing.
  */
 async function settle(model: Model, real: Real): Promise<void> {
+  let before = ''
   for (let round = 0; ; round += 1) {
+    // The turns of stopped processes too, which no live process's idle waits for.
+    while (real.scheduler.count() > 0) {
+      await real.scheduler.waitOne()
+      await new Promise((resolve) => setImmediate(resolve))
+    }
     let done = false
     const idle = real.scheduler
       .waitFor(Promise.all(real.processes.map((process) => process.idle())))
@@ -567,9 +595,19 @@ async function settle(model: Model, real: Real): Promise<void> {
       })
     while (!done) await real.clock.advance(1000)
     await idle
-    // One process idle may have left a job to the other, which the next round lets it take.
-    if ((await waitingToLeave(model, real)) === 0 && (await real.storage.jobs.pending({})) === 0) return
-    if (round > 100) throw new Error('messages still wait to be sent after 100 rounds of retries')
+    const waiting = await waitingToLeave(model, real)
+    const jobs = await real.storage.jobs.pending({})
+    const after = JSON.stringify([
+      [...real.commits.values()].reduce((sum, count) => sum + count, 0),
+      real.model.calls.length,
+      real.connector.sent.length,
+      real.connector.transfers.length,
+      waiting,
+      jobs,
+    ])
+    if (after === before && real.scheduler.count() === 0 && waiting === 0 && jobs === 0) return
+    before = after
+    if (round > 100) throw new Error('still not settled after 100 rounds')
     await real.clock.advance(1000)
   }
 }
@@ -581,6 +619,32 @@ async function waitingToLeave(model: Model, real: Real): Promise<number> {
     waiting += messages.filter((message) => message.delivery === 'pending').length
   }
   return waiting
+}
+
+/**
+ * A process is stopped (SIGTERM) with a short drain, its turns still waiting for the model, and a
+ * new one takes its place: the jobs it gave back are taken by a live process and redone from
+ * scratch (CONTRACT §11), while its own turns may still try to commit.
+ */
+class RestartCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly slot: 0 | 1,
+    readonly letGo: boolean,
+  ) {}
+
+  check = () => true
+
+  async run(model: Model, real: Real): Promise<void> {
+    model.restarted = true
+    const stopping = real.processes[this.slot]
+    real.processes[this.slot] = real.start()
+    real.stopped.push(stopping)
+    await whileRunning(real, this.letGo, stopping.stop({ timeoutMs: 5 }))
+  }
+
+  toString(): string {
+    return `restart ${this.slot}${this.letGo ? ' letting go' : ''}`
+  }
 }
 
 /** Nothing more to do: everything the customers and operators caused is checked. */
@@ -598,12 +662,16 @@ class IdleCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 async function checkSettled(model: Model, real: Real): Promise<void> {
-  expect(real.model.problems).toEqual([])
+  // A turn redone after a stop asks the model again; it still commits once.
+  expect(
+    real.model.problems.filter((problem) => !(model.restarted && problem.includes('was asked twice'))),
+  ).toEqual([])
+  for (const [messageId, count] of real.commits) expect(count, `turns committed for ${messageId}`).toBe(1)
   expect(real.problems).toEqual([])
   expect(await real.storage.jobs.pending({}), 'no job left').toBe(0)
   const sentIds = real.connector.sent.map((sent) => sent.messageId)
   expect(new Set(sentIds).size, 'no message sent twice').toBe(sentIds.length)
-  const calledAbout = new Set(real.model.calls.filter((call) => call.step === 0).map((call) => call.text))
+  const askedAbout = new Set(real.model.calls.filter((call) => call.step === 0).map((call) => call.text))
 
   for (const customer of CUSTOMERS) {
     const sessions = model.sessions.get(customer) ?? []
@@ -618,7 +686,7 @@ async function checkSettled(model: Model, real: Real): Promise<void> {
     for (const session of sessions) {
       const stored = (await real.storage.sessions.get({ id: session.id })) as Session
       const messages = await real.storage.messages.list({ sessionId: session.id, limit: 10_000 })
-      checkSession(real, session, stored, messages, calledAbout)
+      checkSession(real, session, stored, messages, askedAbout)
     }
   }
 }
@@ -628,9 +696,12 @@ function checkSession(
   session: SessionModel,
   stored: Session,
   messages: readonly Message[],
-  calledAbout: ReadonlySet<string>,
+  askedAbout: ReadonlySet<string>,
 ): void {
   const where = `session ${session.id}`
+  // Answered: a turn for it committed (a turn a stopped process could not commit asked the model
+  // all the same).
+  const answered = (item: StoredItem) => real.commits.has(item.messageId)
   // Every message stored once, in the order it arrived.
   expect(
     messages.filter((message) => message.role === 'customer').map((message) => message.text),
@@ -642,49 +713,37 @@ function checkSession(
   ).toEqual(session.operatorMessages.map((message) => message.text))
   // The only errors: a model that failed for good, once for each message whose call failed, in
   // order (CONTRACT §10: recorded, the fallback reply sent, and not retried into duplicates).
-  const failed = session.items.filter((item) => item.tag === 'fail' && calledAbout.has(item.text))
+  const failed = session.items.filter((item) => item.tag === 'fail' && answered(item))
   expect(
     stored.metadata.errors.map((error) => `${error.code}: ${error.message}`),
     `${where}: errors`,
   ).toEqual(failed.map((item) => `MODEL_UNAVAILABLE: the model failed: ${failure(item.number)}`))
 
-  // Which message each outgoing one answers: a reply names it; a handoff's announcement comes just
-  // before the receiving agent's reply, in the turn's commit; a human transfer's announcement is
-  // its turn's only message, and turns commit in the order of their messages.
+  // Which message each outgoing one answers. A session's turns commit one at a time in the order
+  // of their messages, each its messages together: an announcement, if it handed off, then its
+  // reply (the rule's, or the fallback when the model failed). So the outgoing messages are the
+  // committed turns' in turn.
   const itemOf = new Map<string, StoredItem>()
-  const replies = new Map(session.items.map((item) => [replyTo(item.text), item]))
-  messages.forEach((message, index) => {
-    const item = message.role === 'agent' ? replies.get(message.text) : undefined
-    if (item === undefined) return
-    expect(itemOf.has(message.id), `${where}: "${message.text}" stored once`).toBe(false)
+  const outgoing = messages.filter((message) => message.role === 'agent' || message.role === 'system')
+  let next = 0
+  const take = (item: StoredItem, matches: (message: Message) => boolean) => {
+    const message = outgoing[next]
+    if (message === undefined || !matches(message)) return
     itemOf.set(message.id, item)
-    const before = messages[index - 1]
-    if (item.tag === 'handoff' && before?.role === 'system') itemOf.set(before.id, item)
-  })
-  const fallbacks = messages.filter(
-    (message) => message.role === 'agent' && message.text === DEFAULT_FALLBACK_REPLY,
-  )
-  expect(fallbacks.length, `${where}: a fallback reply for each failed model call`).toBe(failed.length)
-  fallbacks.forEach((message, index) => {
-    itemOf.set(message.id, failed[index]!)
-  })
-  const transfersAsked = session.items.filter((item) => item.tag === 'human' && calledAbout.has(item.text))
-  const transferAnnouncements = messages.filter(
-    (message) => message.role === 'system' && !itemOf.has(message.id),
-  )
-  expect(
-    transferAnnouncements.length,
-    `${where}: an announcement for each transfer to a human its agents asked for`,
-  ).toBe(transfersAsked.length)
-  transferAnnouncements.forEach((message, index) => {
-    itemOf.set(message.id, transfersAsked[index]!)
-  })
-  for (const message of messages.filter((message) => message.role === 'agent' || message.role === 'system')) {
-    expect(itemOf.has(message.id), `${where}: "${message.text}" (${message.role}) answers a message`).toBe(
-      true,
-    )
-    if (message.role === 'system') expect(ANNOUNCEMENTS).toContain(message.text)
+    next += 1
   }
+  const announcement = (message: Message) => message.role === 'system' && ANNOUNCEMENTS.includes(message.text)
+  for (const item of session.items.filter(answered)) {
+    if (item.tag === 'human' || handsOver(item.tag)) take(item, announcement)
+    if (item.tag === 'fail') take(item, (message) => message.text === DEFAULT_FALLBACK_REPLY)
+    else if (item.tag !== 'quiet' && item.tag !== 'human') {
+      take(item, (message) => message.role === 'agent' && message.text === replyTo(item.text))
+    }
+  }
+  expect(
+    outgoing.slice(next).map((message) => `${message.role}: ${message.text}`),
+    `${where}: messages no turn of its messages sent`,
+  ).toEqual([])
 
   const delivered = (found: readonly Message[]): Delivered => {
     if (found.length === 0) return 'none'
@@ -695,7 +754,7 @@ function checkSession(
   const observe = (item: StoredItem): TurnObservation => {
     const answers = messages.filter((message) => itemOf.get(message.id) === item)
     return {
-      called: calledAbout.has(item.text),
+      called: answered(item),
       effect: stored.metadata.agentPath.some(
         (entry) => entry.via === 'handoff_tool' && entry.reason === handoffReason(item.number),
       ),
@@ -711,6 +770,7 @@ function checkSession(
       reply: 'none',
       announcement: 'none',
     })
+    expect(askedAbout.has(item.text), `${where}: m${item.number} shown to a model`).toBe(false)
   }
   const byNumber = new Map(session.items.map((item) => [item.number, item]))
   session.worlds.settle({ state: stored.state, active: agentKey(real, stored.activeAgentId) }, (turn) =>
@@ -732,7 +792,7 @@ function checkSession(
   // Facts of every turn that saved one, concurrent ones included, and no other.
   const facts = Object.fromEntries(
     session.items
-      .filter((item) => item.tag === 'fact' && calledAbout.has(item.text))
+      .filter((item) => item.tag === 'fact' && answered(item))
       .map((item) => [factKey(item.number), factValue(item.number)]),
   )
   expect(stored.metadata.sharedContext.facts, `${where}: facts`).toEqual(facts)
@@ -827,6 +887,7 @@ const commandArbitraries = [
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 4 }).map((count) => new FailSendsCommand(count)),
+  fc.tuple(processArbitrary, fc.boolean()).map(([slot, letGo]) => new RestartCommand(slot, letGo)),
   fc.constantFrom(500, 1000, 2000, 4000, 8000).map((ms) => new AdvanceCommand(ms)),
   fc.constant(new IdleCommand()),
 ]
@@ -836,11 +897,12 @@ describe('the runtime against a model of the contract', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.scheduler(),
-        fc.commands(commandArbitraries, { maxCommands: MAX_COMMANDS }),
+        fc.commands(commandArbitraries, { maxCommands: MAX_COMMANDS, size: 'max' }),
         async (scheduler, commands) => {
           const real = await createReal(scheduler)
           const model: Model = {
             nextNumber: 1,
+            restarted: false,
             sendsFailed: false,
             sessions: new Map(),
             externalIds: new Map(),
@@ -856,7 +918,11 @@ describe('the runtime against a model of the contract', () => {
           } finally {
             const t0 = Date.now()
             await scheduler
-              .waitFor(Promise.all(real.processes.map((process) => process.stop({ timeoutMs: 1000 }))))
+              .waitFor(
+                Promise.all(
+                  [...real.processes, ...real.stopped].map((process) => process.stop({ timeoutMs: 1000 })),
+                ),
+              )
               .catch(() => undefined)
             if (process.env.DEBUG && Date.now() - t0 > 50)
               console.log('SLOWSTOP', Date.now() - t0, commands.toString())

@@ -1,9 +1,9 @@
 import type { Completion, CompletionRequest, LlmProvider } from '../../src/ports/llm-provider.js'
 
 /** What a customer message asks of the rule model; it is the word after the message's number. */
-export type MessageTag = 'plain' | 'fact' | 'quiet' | 'handoff' | 'human' | 'fail'
+export type MessageTag = 'plain' | 'fact' | 'quiet' | 'toA' | 'toB' | 'human' | 'fail'
 
-export const MESSAGE_TAGS: readonly MessageTag[] = ['plain', 'fact', 'quiet', 'handoff', 'human', 'fail']
+export const MESSAGE_TAGS: readonly MessageTag[] = ['plain', 'fact', 'quiet', 'toA', 'toB', 'human', 'fail']
 
 /** `m<number> <tag>`: every message of a run has its own number, so its text names it. */
 export function messageText(number: number, tag: MessageTag): string {
@@ -41,8 +41,8 @@ export interface RuleModel extends LlmProvider {
 }
 
 export interface RuleModelOptions {
-  /** The AI agent a `handoff` message sends the conversation to from this one. */
-  readonly otherAgent: (agentId: number) => number
+  /** The AI agents `toA` and `toB` messages send the conversation to. */
+  readonly aiAgents: { readonly A: number; readonly B: number }
   /** The human agent a `human` message transfers to. */
   readonly humanAgent: number
   /** Holds an answer back until the test lets it go (a scheduler), so turns overlap other work. */
@@ -61,15 +61,14 @@ const callTool = (name: string, args: unknown): Completion => ({
 /**
  * A model that answers by rule rather than by script, so any sequence of messages gets an answer:
  * `plain` is answered `reply to <text>`, `fact` saves a fact first, `quiet` answers nothing,
- * `handoff` hands the conversation to the other AI agent (which then answers), `human` hands it
- * to the human agent, `fail` makes the call fail. A receiving agent answers instead of handing off
- * again.
+ * `toA` and `toB` hand the conversation to that AI agent (which then answers as to `plain`),
+ * `human` hands it to the human agent, `fail` makes the call fail. The rules keep no state: a turn
+ * redone after a process stopped gets the same answers.
  */
 export function createRuleModel(options: RuleModelOptions): RuleModel {
   const calls: RuleModelCall[] = []
   const problems: string[] = []
   const seen = new Set<string>()
-  const handedOff = new Set<number>()
 
   const decide = (request: CompletionRequest): Completion | Error => {
     const agentId = request.agentId ?? -1
@@ -100,13 +99,12 @@ export function createRuleModel(options: RuleModelOptions): RuleModel {
         return answer('')
       case 'fact':
         return callTool('save_fact', { key: factKey(parsed.number), value: factValue(parsed.number) })
-      case 'handoff':
-        if (handedOff.has(parsed.number)) return answer(replyTo(text))
-        handedOff.add(parsed.number)
-        return callTool('handoff_to_agent', {
-          targetAgentId: options.otherAgent(agentId),
-          reason: handoffReason(parsed.number),
-        })
+      case 'toA':
+      case 'toB': {
+        const target = parsed.tag === 'toA' ? options.aiAgents.A : options.aiAgents.B
+        if (agentId === target) return answer(replyTo(text))
+        return callTool('handoff_to_agent', { targetAgentId: target, reason: handoffReason(parsed.number) })
+      }
       case 'human':
         return callTool('handoff_to_agent', {
           targetAgentId: options.humanAgent,

@@ -7,12 +7,13 @@ export type StateName = 'ongoing' | 'paused' | 'closed'
 /**
  * How a queued message's turn ended, as far as the customer and the session can tell:
  * - answered: its reply (if its rule has one) was committed for delivery, its handoff stood;
+ * - answeredInPlace: as answered, by the agent it asked to hand over to, which was active already;
  * - answeredVoid: as answered, but a reassign meanwhile voided its handoff (CONTRACT §8: the
  *   operator's choice of agent wins);
  * - silenced: someone paused or closed the session while it ran, its replies are blocked;
  * - skipped: the session was not answerable when its job came up, no model call at all.
  */
-export type Outcome = 'answered' | 'answeredVoid' | 'silenced' | 'skipped'
+export type Outcome = 'answered' | 'answeredInPlace' | 'answeredVoid' | 'silenced' | 'skipped'
 
 export type Operation =
   | { readonly type: 'pause' }
@@ -58,12 +59,10 @@ interface World {
   readonly blockable: readonly boolean[]
 }
 
-const otherAi = (agent: AgentKey): AgentKey => (agent === 'A' ? 'B' : 'A')
 /** Its turn replies: with the rule's text, or with the agent's fallback reply when the model fails. */
-const repliesTo = (tag: MessageTag) =>
-  tag === 'plain' || tag === 'fact' || tag === 'handoff' || tag === 'fail'
-/** Its turn hands off, which both AI agents announce. */
-const changesAgent = (tag: MessageTag) => tag === 'handoff' || tag === 'human'
+const repliesTo = (tag: MessageTag) => tag !== 'quiet' && tag !== 'human'
+/** The AI agent a `toA` or `toB` message hands over to (if it is not the one answering already). */
+const aiTarget = (tag: MessageTag): AgentKey | null => (tag === 'toA' ? 'A' : tag === 'toB' ? 'B' : null)
 const keyOf = (world: World) => JSON.stringify(world)
 
 /**
@@ -200,7 +199,9 @@ function decide(world: World, turn: QueuedTurn): World[] {
   }
   const worlds: World[] = []
   if (answerable) {
-    if (turn.tag === 'handoff') worlds.push(decided('answered', { active: otherAi(world.active) }))
+    const target = aiTarget(turn.tag)
+    if (target === world.active) worlds.push(decided('answeredInPlace'))
+    else if (target !== null) worlds.push(decided('answered', { active: target }))
     else if (turn.tag === 'human') {
       // The transfer pauses the session and blocks the replies that have not left yet.
       worlds.push(
@@ -222,7 +223,7 @@ function decide(world: World, turn: QueuedTurn): World[] {
 function markAnswered(world: World, blockable: readonly boolean[]): boolean[] {
   const marked = [...blockable]
   world.outcomes.forEach((outcome, index) => {
-    if (outcome === 'answered' || outcome === 'answeredVoid') marked[index] = true
+    if (outcome !== null && outcome !== 'silenced' && outcome !== 'skipped') marked[index] = true
   })
   return marked
 }
@@ -272,20 +273,26 @@ function allows(outcome: Outcome, tag: MessageTag, blockable: boolean, seen: Tur
   // Committed for delivery: it leaves, unless a pause, close or transfer came after the commit.
   const left = (expected: boolean, delivered: Delivered) =>
     expected ? delivered === 'sent' || (blockable && delivered === 'blocked') : delivered === 'none'
-  const delivered = left(repliesTo(tag), seen.reply) && left(changesAgent(tag), seen.announcement)
   const blocked = (expected: boolean, delivered: Delivered) => delivered === (expected ? 'blocked' : 'none')
+  const handsOff = tag === 'human' || aiTarget(tag) !== null
+  // Voided or silenced, the turn's agent is unknown: it asked for a handoff, and announced it,
+  // unless it was the target of a `toA` or `toB` already.
+  const mayAnnounce = (expect: (expected: boolean, delivered: Delivered) => boolean) =>
+    expect(handsOff, seen.announcement) || (aiTarget(tag) !== null && seen.announcement === 'none')
   switch (outcome) {
     case 'answered':
-      return seen.called && seen.effect === changesAgent(tag) && delivered
-    case 'answeredVoid':
-      return seen.called && !seen.effect && delivered
-    case 'silenced':
       return (
         seen.called &&
-        !seen.effect &&
-        blocked(repliesTo(tag), seen.reply) &&
-        blocked(changesAgent(tag), seen.announcement)
+        seen.effect === handsOff &&
+        left(repliesTo(tag), seen.reply) &&
+        left(handsOff, seen.announcement)
       )
+    case 'answeredInPlace':
+      return seen.called && !seen.effect && left(true, seen.reply) && seen.announcement === 'none'
+    case 'answeredVoid':
+      return seen.called && !seen.effect && left(repliesTo(tag), seen.reply) && mayAnnounce(left)
+    case 'silenced':
+      return seen.called && !seen.effect && blocked(repliesTo(tag), seen.reply) && mayAnnounce(blocked)
     case 'skipped':
       return !seen.called && !seen.effect && seen.reply === 'none' && seen.announcement === 'none'
   }
