@@ -129,6 +129,20 @@ const whileRunning = <T>(real: Real, letGo: boolean, work: Promise<T>): Promise<
 const currentSession = (model: Model, customer: Customer): SessionModel | undefined =>
   model.sessions.get(customer)?.at(-1)
 
+function openSessionModel(model: Model, customer: Customer, id: string): SessionModel {
+  const opened: SessionModel = {
+    id,
+    worlds: new SessionWorlds(id),
+    items: [],
+    operatorMessages: [],
+    reassignedToHuman: 0,
+    notes: [],
+  }
+  model.sessionIds.add(id)
+  model.sessions.set(customer, [...(model.sessions.get(customer) ?? []), opened])
+  return opened
+}
+
 /**
  * A runtime on in-memory storage whose model answers and channel sends are held by the scheduler:
  * fast-check decides when each turn's model call returns and each delivery goes out, relative to
@@ -354,17 +368,7 @@ class SendCommand implements fc.AsyncCommand<Model, Real> {
       return current
     }
     expect(model.sessionIds.has(result.session.id), `${customer} gets a new session`).toBe(false)
-    const opened: SessionModel = {
-      id: result.session.id,
-      worlds: new SessionWorlds(result.session.id),
-      items: [],
-      operatorMessages: [],
-      reassignedToHuman: 0,
-      notes: [],
-    }
-    model.sessionIds.add(opened.id)
-    model.sessions.set(customer, [...(model.sessions.get(customer) ?? []), opened])
-    return opened
+    return openSessionModel(model, customer, result.session.id)
   }
 
   toString(): string {
@@ -471,6 +475,40 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
     return `${this.customer} ${what}${this.note === undefined ? '' : ` (note "${this.note}")`} via ${
       this.process
     }${this.letGo ? ' letting go' : ''}`
+  }
+}
+
+/**
+ * The customer opens the chat (a webchat widget shows the session before a message): their open
+ * session, or a new one when the last was closed. The new one is the session their next message
+ * goes to.
+ */
+class OpenSessionCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly customer: Customer,
+    readonly process: 0 | 1,
+  ) {}
+
+  check = () => true
+
+  async run(model: Model, real: Real): Promise<void> {
+    const result = await real.processes[this.process].openSession({
+      integrationId: real.integrationId,
+      clientId: this.customer,
+    })
+    if (result.isErr()) throw new Error(`openSession failed: ${result.error.code} ${result.error.message}`)
+    const current = currentSession(model, this.customer)
+    if (current !== undefined && !current.worlds.closed()) {
+      expect(result.value.id, `${this.customer}'s open session`).toBe(current.id)
+      return
+    }
+    expect(model.sessionIds.has(result.value.id), `${this.customer} gets a new session`).toBe(false)
+    expect(result.value).toMatchObject({ state: 'ongoing', activeAgentId: real.agentIds.A })
+    openSessionModel(model, this.customer, result.value.id)
+  }
+
+  toString(): string {
+    return `${this.customer} opens the chat via ${this.process}`
   }
 }
 
@@ -887,6 +925,9 @@ const commandArbitraries = [
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 3 }).map((count) => new StepCommand(count)),
   fc.integer({ min: 1, max: 4 }).map((count) => new FailSendsCommand(count)),
+  fc
+    .tuple(customerArbitrary, processArbitrary)
+    .map(([customer, process]) => new OpenSessionCommand(customer, process)),
   fc.tuple(processArbitrary, fc.boolean()).map(([slot, letGo]) => new RestartCommand(slot, letGo)),
   fc.constantFrom(500, 1000, 2000, 4000, 8000).map((ms) => new AdvanceCommand(ms)),
   fc.constant(new IdleCommand()),
