@@ -1,6 +1,8 @@
 import fc from 'fast-check'
+import type { Result } from 'neverthrow'
 import { describe, expect, it } from 'vitest'
 import { agentInputSchema, DEFAULT_FALLBACK_REPLY } from '../src/domain/agent.js'
+import type { SwitchboardError } from '../src/domain/errors.js'
 import type { Message, Session } from '../src/domain/session.js'
 import { createMemoryKnowledgeIndex } from '../src/knowledge/memory-knowledge-index.js'
 import { createMemoryStorage } from '../src/memory/memory-storage.js'
@@ -408,42 +410,53 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
 
   async run(model: Model, real: Real): Promise<void> {
     const session = currentSession(model, this.customer)!
-    const target = { companyId: COMPANY_ID, sessionId: session.id }
-    const operations = real.processes[this.process].sessions
     // A resume lets the agents speak again from its commit on, which comes before its answer.
     const silence = real.silenced.get(session.id)
     if (this.operation.type === 'resume') real.silenced.delete(session.id)
-    const result = await whileRunning(
-      real,
-      this.letGo,
-      this.operation.type === 'pause'
-        ? operations.pause({ ...target, reason: 'an operator takes over' })
-        : this.operation.type === 'resume'
-          ? operations.resume({ ...target, note: this.note })
-          : this.operation.type === 'close'
-            ? operations.close(target)
-            : operations.reassign({ ...target, agentId: real.agentIds[this.operation.agent] }),
-    )
-    const observed: OperationResult = result.isOk()
-      ? {
-          ok: true,
-          state: result.value.state,
-          active: agentKey(real, result.value.activeAgentId),
-        }
-      : { ok: false, code: result.error.code }
-    session.worlds.operate(this.operation, observed)
-    if (this.operation.type === 'resume' && result.isErr() && silence !== undefined) {
-      real.silenced.set(session.id, silence)
+    const result = await whileRunning(real, this.letGo, this.perform(real, session))
+    session.worlds.operate(this.operation, this.observe(real, result))
+    if (result.isErr() && silence !== undefined) real.silenced.set(session.id, silence)
+    this.after(real, session, result)
+  }
+
+  perform(real: Real, session: SessionModel): Promise<Result<Session, SwitchboardError>> {
+    const target = { companyId: COMPANY_ID, sessionId: session.id }
+    const operations = real.processes[this.process].sessions
+    switch (this.operation.type) {
+      case 'pause':
+        return operations.pause({ ...target, reason: 'an operator takes over' })
+      case 'resume':
+        return operations.resume({ ...target, note: this.note })
+      case 'close':
+        return operations.close(target)
+      case 'reassign':
+        return operations.reassign({ ...target, agentId: real.agentIds[this.operation.agent] })
     }
+  }
+
+  observe(real: Real, result: Result<Session, SwitchboardError>): OperationResult {
+    return result.isOk()
+      ? { ok: true, state: result.value.state, active: agentKey(real, result.value.activeAgentId) }
+      : { ok: false, code: result.error.code }
+  }
+
+  /** What the operation's success means for the channel and the session's record, once it committed. */
+  after(real: Real, session: SessionModel, result: Result<Session, SwitchboardError>): void {
+    if (result.isErr()) return
+    expect(result.value.id).toBe(session.id)
+    expect(result.value.pauseState !== undefined, 'pauseState only while paused').toBe(
+      result.value.state === 'paused',
+    )
     const silences =
       this.operation.type === 'pause' ||
       this.operation.type === 'close' ||
       (this.operation.type === 'reassign' && this.operation.agent === 'H')
-    if (result.isOk() && silences) {
+    if (silences) {
       // Paused or closed: the agents' messages that have not left stay unsent. One being sent
       // still finishes (CONTRACT §8); a session sends one message at a time, so that is the one
       // under way now, or, with none under way, one claimed just before, whose send starts next.
       // A close silences operators too.
+      const silence = real.silenced.get(session.id)
       const allowance = (real.sending.get(session.id) ?? 0) === 0 ? 1 : 0
       real.silenced.set(session.id, {
         allowance: Math.min(allowance, silence?.allowance ?? allowance),
@@ -451,21 +464,14 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
         by: this.toString(),
       })
     }
-    if (result.isOk() && this.operation.type === 'close') {
+    if (this.operation.type === 'resume') real.silenced.delete(session.id)
+    if (this.operation.type === 'close') {
       for (const message of session.operatorMessages) message.closedAfter = true
     }
-    if (result.isOk() && this.operation.type === 'reassign' && this.operation.agent === 'H') {
-      session.reassignedToHuman += 1
-    }
-    if (result.isOk()) {
-      expect(result.value.id).toBe(session.id)
-      expect(result.value.pauseState !== undefined, 'pauseState only while paused').toBe(
-        result.value.state === 'paused',
-      )
-      if (this.operation.type === 'resume' && this.note !== undefined) {
-        expect(result.value.metadata.sharedContext.journey.at(-1)?.step).toBe(`Operator note: ${this.note}`)
-        session.notes.push(`Operator note: ${this.note}`)
-      }
+    if (this.operation.type === 'reassign' && this.operation.agent === 'H') session.reassignedToHuman += 1
+    if (this.operation.type === 'resume' && this.note !== undefined) {
+      expect(result.value.metadata.sharedContext.journey.at(-1)?.step).toBe(`Operator note: ${this.note}`)
+      session.notes.push(`Operator note: ${this.note}`)
     }
   }
 
@@ -475,6 +481,65 @@ class OperateCommand implements fc.AsyncCommand<Model, Real> {
     return `${this.customer} ${what}${this.note === undefined ? '' : ` (note "${this.note}")`} via ${
       this.process
     }${this.letGo ? ' letting go' : ''}`
+  }
+}
+
+/**
+ * Two operators act on one session at the same moment, through either process. Each answer must
+ * be what one order of the two gives; successes commit in the order of the versions they answer.
+ * A reassign to the human agent is left out: it answers the session as its transfer left it,
+ * which the other operation may have changed since its own commit.
+ */
+class TogetherCommand implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    readonly first: OperateCommand,
+    readonly second: OperateCommand,
+  ) {}
+
+  check = (model: Readonly<Model>) => this.first.check(model)
+
+  async run(model: Model, real: Real): Promise<void> {
+    const session = currentSession(model, this.first.customer)!
+    const silence = real.silenced.get(session.id)
+    const resumes = [this.first, this.second].some((command) => command.operation.type === 'resume')
+    if (resumes) real.silenced.delete(session.id)
+    const results = await whileRunning(
+      real,
+      this.first.letGo,
+      Promise.all([this.first.perform(real, session), this.second.perform(real, session)]),
+    )
+    const done = [
+      { command: this.first, result: results[0] },
+      { command: this.second, result: results[1] },
+    ]
+    const [a, b] = done
+    const orders =
+      a!.result.isOk() && b!.result.isOk()
+        ? [a!.result.value.version < b!.result.value.version ? [a!, b!] : [b!, a!]]
+        : [
+            [a!, b!],
+            [b!, a!],
+          ]
+    session.worlds.either(
+      orders.map((order) => (worlds: SessionWorlds) => {
+        for (const { command, result } of order)
+          worlds.operate(command.operation, command.observe(real, result))
+      }),
+    )
+    const succeeded = done.filter(({ result }) => result.isOk())
+    if (
+      resumes &&
+      !succeeded.some(({ command }) => command.operation.type === 'resume') &&
+      silence !== undefined
+    ) {
+      real.silenced.set(session.id, silence)
+    }
+    succeeded.sort((x, y) => x.result._unsafeUnwrap().version - y.result._unsafeUnwrap().version)
+    for (const { command, result } of succeeded) command.after(real, session, result)
+  }
+
+  toString(): string {
+    return `together(${this.first}; ${this.second})`
   }
 }
 
@@ -928,6 +993,23 @@ const commandArbitraries = [
   fc
     .tuple(customerArbitrary, processArbitrary)
     .map(([customer, process]) => new OpenSessionCommand(customer, process)),
+  fc
+    .tuple(
+      customerArbitrary,
+      fc.array(fc.tuple(operationArbitrary, processArbitrary), { minLength: 2, maxLength: 2 }),
+      fc.boolean(),
+    )
+    .filter(([, operations]) =>
+      operations.every(([{ operation }]) => operation.type !== 'reassign' || operation.agent !== 'H'),
+    )
+    .map(
+      ([customer, operations, letGo]) =>
+        new TogetherCommand(
+          ...(operations.map(
+            ([{ operation, note }, process]) => new OperateCommand(customer, operation, process, letGo, note),
+          ) as [OperateCommand, OperateCommand]),
+        ),
+    ),
   fc.tuple(processArbitrary, fc.boolean()).map(([slot, letGo]) => new RestartCommand(slot, letGo)),
   fc.constantFrom(500, 1000, 2000, 4000, 8000).map((ms) => new AdvanceCommand(ms)),
   fc.constant(new IdleCommand()),

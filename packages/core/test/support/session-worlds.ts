@@ -116,6 +116,35 @@ export class SessionWorlds {
   }
 
   /**
+   * What was seen happened in one of several orders: the worlds of every order that explains it.
+   * Each order is applied to a copy of this session.
+   */
+  either(orders: readonly ((worlds: SessionWorlds) => void)[]): void {
+    const found: World[] = []
+    const failures: unknown[] = []
+    for (const order of orders) {
+      const copy = new SessionWorlds(this.id)
+      copy.turns.push(...this.turns)
+      copy.worlds = this.worlds
+      copy.settled = this.settled
+      copy.history.push(...this.history)
+      try {
+        order(copy)
+        found.push(...copy.worlds)
+        this.pending = copy.history.slice(this.history.length)
+      } catch (error) {
+        failures.push(error)
+      }
+    }
+    if (found.length === 0) throw failures[0]
+    this.history.push(`one of ${orders.length} orders: ${this.pending.join(', ')}`)
+    this.keep(found, 'either order')
+  }
+
+  /** The history of the last order `either` found possible. */
+  private pending: string[] = []
+
+  /**
    * Everything is idle: every queued turn is decided. `observe(index)` tells what became of the
    * queued turn with that index.
    */
