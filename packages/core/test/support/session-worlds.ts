@@ -8,8 +8,9 @@ export type StateName = 'ongoing' | 'paused' | 'closed'
  * How a queued message's turn ended, as far as the customer and the session can tell:
  * - answered: its reply (if its rule has one) was committed for delivery, its handoff stood;
  * - answeredInPlace: as answered, by the agent it asked to hand over to, which was active already;
- * - answeredVoid: as answered, but a reassign meanwhile voided its handoff (CONTRACT §8: the
- *   operator's choice of agent wins);
+ * - answeredVoid: as answered, but an operator's reassign meanwhile voided its handoff: the
+ *   operator's choice of agent stands (the contract says nothing of a reassign mid-turn, and the
+ *   runtime keeps the reassign);
  * - silenced: someone paused or closed the session while it ran, its replies are blocked;
  * - skipped: the session was not answerable when its job came up, no model call at all.
  */
@@ -32,7 +33,7 @@ export interface QueuedTurn {
 
 /** What the storage, the channel and the model show of one queued message once all is idle. */
 export interface TurnObservation {
-  /** The model was asked about it. */
+  /** A turn for it committed (one a stopped process could not commit does not count). */
   readonly called: boolean
   /** Its handoff left a path entry. */
   readonly effect: boolean
