@@ -17,12 +17,15 @@ import { type FakePlatform, startFakePlatform } from './support/fake-platform.js
  * say must follow. The offline model answers (CONTRACT §10): each agent knows one passage per
  * word, so a reply names the agent that wrote it and the word it answers.
  *
- * HTTP_MODEL_RUNS (default 6) sets the number of runs, HTTP_MODEL_SEED replays one (fast-check
- * prints the seed and path of a failure). Auditing used HTTP_MODEL_RUNS=300 on PostgreSQL and on
- * PGlite. With DATABASE_URL the server runs on PostgreSQL in a schema of its own, else on PGlite.
+ * HTTP_MODEL_RUNS (default 6) sets the number of runs, HTTP_MODEL_COMMANDS (default 25) the
+ * longest sequence, HTTP_MODEL_SEED replays a run (fast-check prints the seed and path of a
+ * failure). The audit ran HTTP_MODEL_RUNS=300 and more, and HTTP_MODEL_COMMANDS=60, on PostgreSQL
+ * and on PGlite. With DATABASE_URL the server runs on PostgreSQL in a schema of its own, else on
+ * PGlite in a temporary folder.
  */
 
 const RUNS = Number(process.env.HTTP_MODEL_RUNS ?? 6)
+const COMMANDS = Number(process.env.HTTP_MODEL_COMMANDS ?? 25)
 const SEED = process.env.HTTP_MODEL_SEED === undefined ? undefined : Number(process.env.HTTP_MODEL_SEED)
 const connectionString = process.env.DATABASE_URL
 const onPostgres = connectionString !== undefined && connectionString !== ''
@@ -1144,7 +1147,7 @@ class RepeatHook implements Command {
 class Race implements Command {
   constructor(
     readonly customer: number,
-    readonly word: Word,
+    readonly words: Word[],
     readonly action: SessionCommand,
   ) {}
   check = (model: Readonly<Model>) => openSessionOf(model.customers[this.customer]!) !== undefined
@@ -1154,40 +1157,38 @@ class Race implements Command {
     const session = openSessionOf(customer)!
     const id = await sessionIdOf(real, customer, session)
     model.batch += 1
-    const message = newMessage(model, customer, this.word, CHANNELS[0], TRANSPORTS[1])
+    const messages = this.words.map((word, index) =>
+      newMessage(model, customer, word, CHANNELS[index % 2]!, TRANSPORTS[1], index === 1),
+    )
     const before = dueOf(session)
-    const [received, acted] = await Promise.all([
-      sendMessage(real, customer.clientId, message),
+    const [acted, ...received] = await Promise.all([
       this.action.request(world, customer, session, id),
+      ...messages.map((message) => sendMessage(real, customer.clientId, message)),
     ])
-    expect(received, `message ${message.text}`).toEqual({ status: 200, body: { ok: true } })
-    await this.action.apply(model, world, customer, session, acted)
-    if (session.state === 'closed') {
-      if (await holds(real, id, message.text)) {
-        // Stored before the close: its turn may have run before it.
-        const expectation = before.expect === 'never' ? 'never' : 'may'
-        place(
-          model,
-          this.customer,
-          session,
-          message,
-          { expect: expectation, agents: agentsOf(before) },
-          model.batch,
-        )
-      } else {
-        // Stored after the close: in a new session of its own.
-        const opened = newSession()
-        customer.sessions.push(opened)
-        place(model, this.customer, opened, message, { expect: 'must', agents: ['routed'] }, model.batch)
-      }
-      return
+    for (const [index, answer] of received.entries()) {
+      expect(answer, `message ${messages[index]!.text}`).toEqual({ status: 200, body: { ok: true } })
     }
-    const after = dueOf(session)
-    const expectation = before.expect === after.expect ? before.expect : 'may'
-    const agents = [...agentsOf(before), ...agentsOf(after)]
-    place(model, this.customer, session, message, { expect: expectation, agents }, model.batch)
+    await this.action.apply(model, world, customer, session, acted!)
+    let opened: ModelSession | undefined
+    for (const message of messages) {
+      if (session.state === 'closed' && !(await holds(real, id, message.text))) {
+        // Stored after the close: in the one new session all such messages share.
+        if (opened === undefined) {
+          opened = newSession()
+          customer.sessions.push(opened)
+        }
+        place(model, this.customer, opened, message, { expect: 'must', agents: ['routed'] }, model.batch)
+        continue
+      }
+      // Stored before a close, or before or after another change: either is allowed.
+      const after =
+        session.state === 'closed' ? { expect: 'never' as const, agent: session.agent } : dueOf(session)
+      const expectation = before.expect === after.expect ? before.expect : 'may'
+      const agents = [...agentsOf(before), ...agentsOf(after)]
+      place(model, this.customer, session, message, { expect: expectation, agents }, model.batch)
+    }
   }
-  toString = () => `race(c${this.customer}, ${this.word}, ${String(this.action)})`
+  toString = () => `race(c${this.customer}, ${this.words.join(' ')}, ${String(this.action)})`
 }
 
 /** The agents that may answer, once entry routing can no longer be told apart. */
@@ -1215,6 +1216,11 @@ class Clash implements Command {
       this.first.request(world, customer, session, id),
       this.second.request(world, customer, session, id),
     ])
+    const final = (await api(world.real, 'GET', `/api/sessions/${id}`)).body as {
+      state: State
+      activeAgentId: number
+      metadata: { sharedContext: { journey: { step: string }[] } }
+    }
     const failures: unknown[] = []
     for (const order of [
       [0, 1],
@@ -1232,6 +1238,15 @@ class Clash implements Command {
             copied.sessions[sessionIndex]!,
             answers[index]!,
           )
+        }
+        // Answers alone may fit both orders; the session as they left it tells which one it was.
+        const after = copied.sessions[sessionIndex]!
+        expect(after.state, 'state after both').toBe(final.state)
+        expect(after.journey, 'journey after both').toEqual(
+          final.metadata.sharedContext.journey.map((entry) => entry.step),
+        )
+        if (!after.routingPending) {
+          expect(agentNameOf(world.real.agentIds, final.activeAgentId), 'agent after both').toBe(after.agent)
         }
         Object.assign(model, copy)
         return
@@ -1342,7 +1357,7 @@ const commands = [
   fc
     .tuple(
       customerIndex,
-      word,
+      fc.array(word, { minLength: 1, maxLength: 3 }),
       fc.constantFrom('pause', 'close', 'close_dialog', 'dialog_transferred', 'human', 'sales', 'reception'),
     )
     .map(([customer, w, action]) => {
@@ -1457,7 +1472,7 @@ describe('the reference server over HTTP, against a model of sessions, messages 
 
   it(`keeps every session, message and reply the model expects (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, async () => {
     await fc.assert(
-      fc.asyncProperty(fc.commands(commands, { maxCommands: 25, size: 'max' }), async (sequence) => {
+      fc.asyncProperty(fc.commands(commands, { maxCommands: COMMANDS, size: 'max' }), async (sequence) => {
         const real = await setUp()
         const model: Model = {
           customers: Array.from({ length: CUSTOMERS }, (_, index) => ({
