@@ -15,13 +15,19 @@ function retryDelayMs(failedAttempts: number): number {
 
 /**
  * How long `deliverNow` waits at most for a message waiting for its retry: the retry schedule,
- * and a send's time on top. A retry another process took is not heard of here.
+ * and a send's time on top.
  */
 const LEAVE_WAIT_MS =
   Array.from({ length: MAX_DELIVERY_ATTEMPTS - 1 }, (_, index) => retryDelayMs(index + 1)).reduce(
     (sum, delay) => sum + delay,
     0,
   ) + 10_000
+/**
+ * How often `deliverNow` looks again at a message it waits for: another process may be the one
+ * sending it (behind an earlier message of the session that process sends), and its send is not
+ * heard of here.
+ */
+const LEAVE_POLL_MS = 250
 
 /**
  * What a caller that just committed the messages to deliver (a turn) knows of them: the messages
@@ -302,25 +308,36 @@ export function createDeliveryService(context: RuntimeContext): DeliveryService 
 
   /**
    * Resolves once the message left the outbox: at once when it did already (or is gone), else
-   * when a try of this process takes it out, at `stop`, or after `LEAVE_WAIT_MS`.
+   * when a try of this process takes it out, when a look finds it gone (another process's try),
+   * at `stop`, or after `LEAVE_WAIT_MS`.
    */
   async function untilLeft(messageId: string): Promise<void> {
-    if (stopped) return
-    let resolve: () => void = () => {}
-    const leaves = new Promise<void>((settle) => {
-      resolve = settle
-    })
-    // Listening before the look, so a try that ends in between is heard.
-    leaving.set(messageId, resolve)
-    const cancel = context.clock.setTimer(() => left(messageId), LEAVE_WAIT_MS)
-    try {
-      const message = await context.storage.messages.get({ id: messageId })
-      if (message !== null && message.delivery === 'pending') await leaves
-    } catch (error) {
-      context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
-    } finally {
-      cancel()
-      if (leaving.get(messageId) === resolve) leaving.delete(messageId)
+    const giveUpAt = context.clock.now().getTime() + LEAVE_WAIT_MS
+    while (!stopped) {
+      let resolve: () => void = () => {}
+      let looksAgain = false
+      const leaves = new Promise<void>((settle) => {
+        resolve = settle
+      })
+      // Listening before the look, so a try that ends in between is heard.
+      leaving.set(messageId, resolve)
+      const waitMs = Math.min(LEAVE_POLL_MS, giveUpAt - context.clock.now().getTime())
+      const cancel = context.clock.setTimer(() => {
+        looksAgain = waitMs === LEAVE_POLL_MS
+        resolve()
+      }, waitMs)
+      try {
+        const message = await context.storage.messages.get({ id: messageId })
+        if (message === null || message.delivery !== 'pending') return
+        await leaves
+        if (!looksAgain) return
+      } catch (error) {
+        context.logger.error({ messageId, error: String(error) }, 'delivery failed unexpectedly')
+        return
+      } finally {
+        cancel()
+        if (leaving.get(messageId) === resolve) leaving.delete(messageId)
+      }
     }
   }
 
