@@ -1016,39 +1016,44 @@ const commandArbitraries = [
 ]
 
 describe('the runtime against a model of the contract', () => {
-  it('stores, answers, pauses and closes as the contract allows, whatever the interleaving', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.scheduler(),
-        fc.commands(commandArbitraries, { maxCommands: MAX_COMMANDS, size: 'max' }),
-        async (scheduler, commands) => {
-          const real = await createReal(scheduler)
-          const model: Model = {
-            nextNumber: 1,
-            restarted: false,
-            sendsFailed: false,
-            sessions: new Map(),
-            externalIds: new Map(),
-            sessionIds: new Set(),
-          }
-          try {
-            await fc.asyncModelRun(() => ({ model, real }), commands)
-            await settle(model, real)
-            await checkSettled(model, real)
-          } finally {
-            // After a failure, turns may still wait for held answers: let them go so stop ends.
-            await scheduler
-              .waitFor(
-                Promise.all(
-                  [...real.processes, ...real.stopped].map((process) => process.stop({ timeoutMs: 1000 })),
-                ),
-              )
-              .catch(() => undefined)
-          }
-        },
-      ),
-      // A run that hangs (idle never resolving, say) fails as a counterexample of its own.
-      { numRuns: RUNS, timeout: 5_000 },
-    )
-  })
+  it(
+    'stores, answers, pauses and closes as the contract allows, whatever the interleaving',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.scheduler(),
+          fc.commands(commandArbitraries, { maxCommands: MAX_COMMANDS, size: 'max' }),
+          async (scheduler, commands) => {
+            const real = await createReal(scheduler)
+            const model: Model = {
+              nextNumber: 1,
+              restarted: false,
+              sendsFailed: false,
+              sessions: new Map(),
+              externalIds: new Map(),
+              sessionIds: new Set(),
+            }
+            try {
+              await fc.asyncModelRun(() => ({ model, real }), commands)
+              await settle(model, real)
+              await checkSettled(model, real)
+            } finally {
+              // After a failure, turns may still wait for held answers: let them go so stop ends.
+              await scheduler
+                .waitFor(
+                  Promise.all(
+                    [...real.processes, ...real.stopped].map((process) => process.stop({ timeoutMs: 1000 })),
+                  ),
+                )
+                .catch(() => undefined)
+            }
+          },
+        ),
+        // A run that hangs (idle never resolving, say) fails as a counterexample of its own.
+        { numRuns: RUNS, timeout: 5_000 },
+      )
+      // Longer runs asked for through the environment get the time they need.
+    },
+    20_000 + RUNS * MAX_COMMANDS * 5,
+  )
 })
