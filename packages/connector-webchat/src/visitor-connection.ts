@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type {
   EventBus,
   Integration,
+  Message,
   RuntimeLogger,
   Session,
   SessionState,
@@ -254,6 +255,25 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
   }
 
   /**
+   * The session's messages after `afterSequence` as `history` shows them, read a page at a time:
+   * all but blocked replies, which never reached the visitor and never will.
+   */
+  async function* visibleMessages(sessionId: string, afterSequence?: number): AsyncGenerator<Message> {
+    let after = afterSequence
+    for (;;) {
+      const page = await switchboard.storage.messages.list({
+        sessionId,
+        ...(after === undefined ? {} : { afterSequence: after }),
+        limit: HISTORY_PAGE,
+      })
+      for (const message of page) if (message.delivery !== 'blocked') yield message
+      const last = page[page.length - 1]
+      if (page.length < HISTORY_PAGE || last === undefined) return
+      after = last.sequence
+    }
+  }
+
+  /**
    * The bus lost events of the session (its connection broke and is back): the replies published
    * meanwhile would never reach this socket, and history asked for since a later reply would not
    * send them either. The session's messages this socket has not sent go now, as `history` sends
@@ -263,21 +283,9 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
     const followed = session
     if (closed || followed === null) return
     const stored = await switchboard.storage.sessions.get({ id: followed.id })
-    let afterSequence: number | undefined
-    for (;;) {
+    for await (const message of visibleMessages(followed.id)) {
       if (closed || session !== followed || socket.readyState !== WebSocket.OPEN) return
-      const page = await switchboard.storage.messages.list({
-        sessionId: followed.id,
-        ...(afterSequence === undefined ? {} : { afterSequence }),
-        limit: HISTORY_PAGE,
-      })
-      for (const message of page) {
-        if (message.delivery === 'blocked' || transmitted.has(message.id)) continue
-        sendFromSession(messageFrame(message))
-      }
-      const last = page[page.length - 1]
-      if (page.length < HISTORY_PAGE || last === undefined) break
-      afterSequence = last.sequence
+      if (!transmitted.has(message.id)) sendFromSession(messageFrame(message))
     }
     if (stored !== null && stored.state !== followed.state) {
       followed.state = stored.state
@@ -456,22 +464,10 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
       }
       afterSequence = since.sequence
     }
-    const sessionId = session.id
-    for (;;) {
-      const page = await switchboard.storage.messages.list({
-        sessionId,
-        ...(afterSequence === undefined ? {} : { afterSequence }),
-        limit: HISTORY_PAGE,
-      })
-      for (const message of page) {
-        // A blocked reply never reached the visitor and never will.
-        if (message.delivery === 'blocked') continue
-        if (socket.bufferedAmount > settings.maxBufferedBytes / 4) await sendFlushed(messageFrame(message))
-        else send(messageFrame(message))
-      }
-      const last = page[page.length - 1]
-      if (page.length < HISTORY_PAGE || last === undefined || socket.readyState !== WebSocket.OPEN) return
-      afterSequence = last.sequence
+    for await (const message of visibleMessages(session.id, afterSequence)) {
+      if (socket.readyState !== WebSocket.OPEN) return
+      if (socket.bufferedAmount > settings.maxBufferedBytes / 4) await sendFlushed(messageFrame(message))
+      else send(messageFrame(message))
     }
   }
 
