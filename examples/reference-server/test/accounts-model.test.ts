@@ -1,13 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createPgDb, type Db } from '@switchboard/adapter-postgres'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readConfig } from '../src/config.js'
 import { type ReferenceServer, startReferenceServer } from '../src/start-reference-server.js'
+import { type IsolatedStorage, isolatedStorage, onPostgres } from './support/isolated-storage.js'
 
 /*
  * Random sequences of registrations, logins, refreshes, logouts, API token changes and agent
@@ -28,8 +25,6 @@ const RUNS = Number(process.env.ACCOUNTS_MODEL_RUNS ?? 12)
 const COMMANDS = Number(process.env.ACCOUNTS_MODEL_COMMANDS ?? 40)
 const SEED =
   process.env.ACCOUNTS_MODEL_SEED === undefined ? undefined : Number(process.env.ACCOUNTS_MODEL_SEED)
-const connectionString = process.env.DATABASE_URL
-const onPostgres = connectionString !== undefined && connectionString !== ''
 
 const USERS = 3
 const PASSWORD = 'correct horse battery'
@@ -584,24 +579,13 @@ const commands = [
 ]
 
 describe('the reference server over HTTP, against a model of accounts, credentials and tenants', () => {
-  const schema = `switchboard_accounts_model_${randomBytes(6).toString('hex')}`
-  let admin: Db | undefined
-  let dataDir: string | undefined
+  let storage: IsolatedStorage | undefined
   let service: ReferenceServer
   let runs = 0
 
   beforeAll(async () => {
-    let environment: Record<string, string>
-    if (onPostgres) {
-      admin = createPgDb({ connectionString, max: 1 })
-      await admin.query(`CREATE SCHEMA ${schema}`)
-      const url = new URL(connectionString!)
-      url.searchParams.set('options', `-c search_path=${schema}`)
-      environment = { DATABASE_URL: url.toString(), JWT_SECRET: randomBytes(32).toString('hex') }
-    } else {
-      dataDir = await mkdtemp(join(tmpdir(), 'switchboard-accounts-model-'))
-      environment = { DATA_DIR: dataDir }
-    }
+    storage = await isolatedStorage('accounts-model')
+    const { environment } = storage
     service = await startReferenceServer(
       readConfig({ PORT: '0', LOG_LEVEL: 'silent', REFRESH_REUSE_INTERVAL_S: '0', ...environment }),
       { passwordHasher: createFakePasswordHasher() },
@@ -610,11 +594,7 @@ describe('the reference server over HTTP, against a model of accounts, credentia
 
   afterAll(async () => {
     await service?.close()
-    if (admin !== undefined) {
-      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-      await admin.close()
-    }
-    if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true })
+    await storage?.remove()
   })
 
   it(`keeps every credential, rotation, revocation and tenant boundary the model expects (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, async () => {

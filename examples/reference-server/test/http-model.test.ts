@@ -1,8 +1,4 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createPgDb, type Db } from '@switchboard/adapter-postgres'
 import { signWebhookBody } from '@switchboard/core'
 import { createFakePasswordHasher } from '@switchboard/core/testing'
 import fc from 'fast-check'
@@ -10,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readConfig } from '../src/config.js'
 import { type ReferenceServer, startReferenceServer } from '../src/start-reference-server.js'
 import { type FakePlatform, startFakePlatform } from './support/fake-platform.js'
+import { type IsolatedStorage, isolatedStorage, onPostgres } from './support/isolated-storage.js'
 
 /*
  * Random sequences of what customers, the platform and operators do to the reference server, over
@@ -27,8 +24,6 @@ import { type FakePlatform, startFakePlatform } from './support/fake-platform.js
 const RUNS = Number(process.env.HTTP_MODEL_RUNS ?? 6)
 const COMMANDS = Number(process.env.HTTP_MODEL_COMMANDS ?? 25)
 const SEED = process.env.HTTP_MODEL_SEED === undefined ? undefined : Number(process.env.HTTP_MODEL_SEED)
-const connectionString = process.env.DATABASE_URL
-const onPostgres = connectionString !== undefined && connectionString !== ''
 
 /** Words of messages; `invoices` is the one route of the entry agent, to Sales. */
 const WORDS = ['alpha', 'bravo', 'charlie', 'invoices'] as const
@@ -1374,26 +1369,15 @@ const commands = [
 ]
 
 describe('the reference server over HTTP, against a model of sessions, messages and replies', () => {
-  const schema = `switchboard_http_model_${randomBytes(6).toString('hex')}`
-  let admin: Db | undefined
-  let dataDir: string | undefined
+  let storage: IsolatedStorage | undefined
   let service: ReferenceServer
   let platform: FakePlatform
   let runs = 0
 
   beforeAll(async () => {
     platform = await startFakePlatform()
-    let environment: Record<string, string>
-    if (onPostgres) {
-      admin = createPgDb({ connectionString, max: 1 })
-      await admin.query(`CREATE SCHEMA ${schema}`)
-      const url = new URL(connectionString!)
-      url.searchParams.set('options', `-c search_path=${schema}`)
-      environment = { DATABASE_URL: url.toString(), JWT_SECRET: randomBytes(32).toString('hex') }
-    } else {
-      dataDir = await mkdtemp(join(tmpdir(), 'switchboard-http-model-'))
-      environment = { DATA_DIR: dataDir }
-    }
+    storage = await isolatedStorage('http-model')
+    const { environment } = storage
     service = await startReferenceServer(readConfig({ PORT: '0', LOG_LEVEL: 'silent', ...environment }), {
       passwordHasher: createFakePasswordHasher(),
     })
@@ -1402,11 +1386,7 @@ describe('the reference server over HTTP, against a model of sessions, messages 
   afterAll(async () => {
     await service?.close()
     await platform?.close()
-    if (admin !== undefined) {
-      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
-      await admin.close()
-    }
-    if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true })
+    await storage?.remove()
   })
 
   /** A company of its own per run: an entry agent routing `invoices` to Sales, and a human queue. */
