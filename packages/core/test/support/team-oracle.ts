@@ -1,0 +1,479 @@
+import type { ToolCall } from '../../src/ports/llm-provider.js'
+import type { ScriptedStep } from '../../src/testing/index.js'
+import type {
+  ClassifierAnswer,
+  ConfidenceChoice,
+  HandoffTarget,
+  Round,
+  Team,
+  TeamAgent,
+  TeamScript,
+  ToolCallChoice,
+} from './team-script.js'
+
+/**
+ * What CONTRACT §4, §8 and §10 say a team does with a customer's messages, written from their
+ * words and not from the implementation: entry routing on the first message, then each message's
+ * tool loop with its handoffs, budgets, announcements and transfers to a human. It also says what
+ * each model call is answered, so the scripted model can be given exactly the steps the contract
+ * makes the runtime ask for.
+ */
+
+/** CONTRACT §4: `fallbackReply` when not given. */
+const DEFAULT_FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again shortly."
+/** CONTRACT §10. */
+const MODEL_CALLS_PER_MESSAGE = 8
+const HANDOFFS_PER_MESSAGE = 5
+/** Spec, routing rule 2. */
+const ROUTING_DEPTH_HARD_CAP = 5
+export const APP_TOOL = 'lookup_order'
+const UNKNOWN_TOOL = 'no_such_tool'
+const TOOL_NAMES = ['append_journey', 'handoff_to_agent', APP_TOOL, 'save_fact'].sort()
+
+export interface ExpectedPathEntry {
+  readonly via: 'initial' | 'entry_routing' | 'handoff_tool'
+  readonly agentId: number
+  readonly agentName: string
+  readonly role?: string
+  readonly depth?: number
+  readonly confidence?: number
+  readonly routeId?: string
+  readonly reason?: string
+}
+
+/** A message of a turn request after the system prompt, as the test compares it. */
+export type ExpectedConversationMessage =
+  | { readonly role: 'user' | 'assistant'; readonly content: string }
+  | { readonly role: 'assistant'; readonly content: string; readonly toolCallIds: readonly string[] }
+  /** `handoffRejected` only on the results of handoff calls: each one seen is a rejection. */
+  | { readonly role: 'tool'; readonly toolCallId: string; readonly handoffRejected?: true }
+
+export type ExpectedRequest =
+  | {
+      readonly purpose: 'route'
+      readonly agentId: number
+      readonly model: string
+      readonly format: 'route_decision'
+    }
+  | {
+      readonly purpose: 'turn'
+      readonly agentId: number
+      readonly model: string
+      readonly conversation: readonly ExpectedConversationMessage[]
+      /** §10: the three built-in tools and the app's, by name. */
+      readonly tools: readonly string[]
+      /** The SCC's facts in the system prompt; checked on an agent's first call of a message. */
+      readonly facts?: Readonly<Record<string, string>>
+    }
+
+export interface ExpectedTransfer {
+  readonly operatorId?: number
+  readonly groupId?: number
+  /** Only when a configuration named an operator or a group: the default queue's is not said. */
+  readonly systemMessage?: boolean
+  readonly sentBefore: number
+}
+
+export interface ExpectedOutcome {
+  readonly requests: readonly ExpectedRequest[]
+  readonly stored: readonly {
+    readonly role: 'customer' | 'agent' | 'system'
+    readonly text: string
+    readonly agentId?: number
+    /** Outgoing messages only: every one reaches the channel. */
+    readonly delivery?: 'sent'
+  }[]
+  readonly sent: readonly { readonly role: 'agent' | 'system'; readonly text: string }[]
+  readonly agentPath: readonly ExpectedPathEntry[]
+  readonly routing?: {
+    readonly reason: 'resolved' | 'max_depth' | 'cycle' | 'fallback'
+    readonly depth: number
+  }
+  readonly activeAgentId: number
+  readonly errors: readonly { readonly code: string; readonly agentId: number }[]
+  readonly facts: Readonly<Record<string, string>>
+  /**
+   * Entry routing ended on a human agent. The contract says only that no agent then runs (§8);
+   * whether routing transfers to the human queue (state, transfer call, an error on a channel
+   * without transfer) it leaves open, so `state` and `transfers` are not compared then.
+   */
+  readonly routedToHuman: boolean
+  readonly state: 'ongoing' | 'paused'
+  readonly transfers: readonly ExpectedTransfer[]
+  /** §8: a transfer call that failed still pauses, and its failure is the pause's reason. */
+  readonly pauseReason?: 'names the transfer failure'
+}
+
+export interface OracleRun {
+  readonly expected: ExpectedOutcome
+  /** For each customer message, the model steps to script, in call order, by agent id. */
+  readonly steps: readonly (readonly { readonly agentId: number; readonly step: ScriptedStep }[])[]
+  readonly texts: readonly string[]
+}
+
+export const customerText = (message: number): string => `customer message ${message}`
+
+export function runOracle(team: Team, script: TeamScript, ids: readonly number[]): OracleRun {
+  const agents = team.agents
+  const idOf = (index: number) => ids[index]!
+  const indexOf = (id: number) => ids.indexOf(id)
+  const unknownId = Math.max(...ids) + 1000
+
+  const requests: ExpectedRequest[] = []
+  const stored: ExpectedOutcome['stored'][number][] = []
+  const sent: { role: 'agent' | 'system'; text: string }[] = []
+  const errors: { code: string; agentId: number }[] = []
+  const transfers: ExpectedTransfer[] = []
+  const steps: { agentId: number; step: ScriptedStep }[][] = []
+  const texts: string[] = []
+  let facts: Record<string, string> = {}
+  let routing: ExpectedOutcome['routing']
+  let state = 'ongoing' as 'ongoing' | 'paused'
+  let routedToHuman = false
+  let active = 0
+  const snapshot = (index: number) => {
+    const agent = agents[index]!
+    return {
+      agentId: idOf(index),
+      agentName: agent.name,
+      ...(agent.role === undefined ? {} : { role: agent.role }),
+    }
+  }
+  // Spec, agent path rule 1: the entry agent before any routing decision.
+  const agentPath: ExpectedPathEntry[] = [{ via: 'initial', ...snapshot(0) }]
+  const classifierAnswers = [...script.classifier]
+
+  const send = (role: 'agent' | 'system', text: string, agentIndex: number) => {
+    stored.push({ role, text, ...(role === 'agent' ? { agentId: idOf(agentIndex) } : {}), delivery: 'sent' })
+    sent.push({ role, text })
+  }
+  const recordError = (code: string, agentIndex: number) => errors.push({ code, agentId: idOf(agentIndex) })
+
+  for (const [messageIndex, message] of script.messages.entries()) {
+    const text = customerText(messageIndex)
+    texts.push(text)
+    const messageSteps: { agentId: number; step: ScriptedStep }[] = []
+    steps.push(messageSteps)
+    // The history of this message's calls: what was stored before it, conversational and unblocked.
+    const prior = stored.filter((storedMessage) => storedMessage.role !== 'system')
+    stored.push({ role: 'customer', text })
+    // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
+    if (state === 'paused' || agents[active]!.kind === 'human') continue
+
+    if (messageIndex === 0 && agents[0]!.routing?.enabled === true) {
+      active = routeEntry(messageSteps)
+      if (agents[active]!.kind === 'human') {
+        routedToHuman = true
+        continue
+      }
+    }
+    answer(message.rounds, prior, text, messageIndex, messageSteps)
+  }
+
+  return {
+    expected: {
+      requests,
+      stored,
+      sent,
+      agentPath,
+      ...(routing === undefined ? {} : { routing }),
+      activeAgentId: idOf(active),
+      errors,
+      facts,
+      routedToHuman,
+      state,
+      transfers,
+      ...(transfers.length > 0 && team.transferFails
+        ? { pauseReason: 'names the transfer failure' as const }
+        : {}),
+    },
+    steps,
+    texts,
+  }
+
+  /**
+   * §10 entry routing: classify on the entry agent and on every agent it leads to that routes too,
+   * within the entry agent's min(maxDepth, 5). Routing hops have depth 1, 2, …; the classification
+   * by the agent of hop n is at depth n + 1, so an unsure entry agent is a fallback at depth 1.
+   */
+  function routeEntry(messageSteps: { agentId: number; step: ScriptedStep }[]): number {
+    const cap = Math.min(agents[0]!.maxDepth, ROUTING_DEPTH_HARD_CAP)
+    const onPath = new Set<number>([0])
+    let current = 0
+    let hops = 0
+    for (;;) {
+      const config = agents[current]!.routing
+      if (config === undefined || !config.enabled) {
+        routing = { reason: 'resolved', depth: hops }
+        return current
+      }
+      if (hops >= cap) {
+        routing = { reason: 'max_depth', depth: hops }
+        return current
+      }
+      const agent = agents[current]!
+      requests.push({
+        purpose: 'route',
+        agentId: idOf(current),
+        model: agent.routingModel ?? agent.llmModel,
+        format: 'route_decision',
+      })
+      const answer: ClassifierAnswer = classifierAnswers.shift() ?? {
+        kind: 'decision',
+        route: { kind: 'null' },
+        confidence: { kind: 'value', value: 0 },
+      }
+      const decision = resolveClassifierAnswer(answer, config)
+      messageSteps.push({ agentId: idOf(current), step: decision.step })
+      const route =
+        decision.routeId === null
+          ? undefined
+          : config.routes.find((candidate) => candidate.id === decision.routeId)
+      if (decision.unparseable || route === undefined || decision.confidence < config.threshold) {
+        routing = { reason: 'fallback', depth: hops + 1 }
+        return current
+      }
+      if (onPath.has(route.target)) {
+        routing = { reason: 'cycle', depth: hops + 1 }
+        return current
+      }
+      hops += 1
+      onPath.add(route.target)
+      agentPath.push({
+        via: 'entry_routing',
+        ...snapshot(route.target),
+        depth: hops,
+        confidence: decision.confidence,
+        routeId: route.id,
+      })
+      current = route.target
+    }
+  }
+
+  /** §10 tool loop, handoffs and budgets for one customer message, starting with the active agent. */
+  function answer(
+    rounds: readonly Round[],
+    prior: readonly { role: 'customer' | 'agent' | 'system'; text: string }[],
+    text: string,
+    messageIndex: number,
+    messageSteps: { agentId: number; step: ScriptedStep }[],
+  ): void {
+    const pending = [...rounds]
+    let calls = 0
+    let handoffs = 0
+    let historyWindow = agents[active]!.handoff.messageHistoryDepth
+    let roundNumber = 0
+
+    for (;;) {
+      const history = prior.slice(Math.max(0, prior.length - historyWindow))
+      const base: ExpectedConversationMessage[] = [
+        ...history.map((entry) => ({
+          role: entry.role === 'customer' ? ('user' as const) : ('assistant' as const),
+          content: entry.text,
+        })),
+        { role: 'user', content: text },
+      ]
+      const toolTraffic: ExpectedConversationMessage[] = []
+      let handedOffTo: number | null = null
+
+      while (handedOffTo === null) {
+        if (calls >= MODEL_CALLS_PER_MESSAGE) {
+          recordError('TOOL_LOOP_LIMIT', active)
+          return
+        }
+        calls += 1
+        const agent = agents[active]!
+        requests.push({
+          purpose: 'turn',
+          agentId: idOf(active),
+          model: agent.llmModel,
+          conversation: [...base, ...toolTraffic],
+          tools: TOOL_NAMES,
+          ...(toolTraffic.length === 0 ? { facts: { ...facts } } : {}),
+        })
+        const round: Round = pending.shift() ?? { kind: 'text', empty: false }
+        const label = `m${messageIndex} r${roundNumber++}`
+        if (round.kind === 'fail') {
+          messageSteps.push({ agentId: idOf(active), step: { kind: 'fail', message: `${label} fails` } })
+          recordError('MODEL_UNAVAILABLE', active)
+          const fallback = agent.fallbackReply === undefined ? DEFAULT_FALLBACK_REPLY : agent.fallbackReply
+          if (fallback !== null) send('agent', fallback, active)
+          return
+        }
+        if (round.kind === 'text') {
+          const reply = round.empty ? '' : `${label}: agent ${active} answers`
+          messageSteps.push({ agentId: idOf(active), step: { kind: 'reply', text: reply } })
+          if (reply !== '') send('agent', reply, active)
+          return
+        }
+        const roundText = round.withText ? `${label}: agent ${active} thinks aloud` : ''
+        const toolCalls = round.calls.map((call, callIndex) =>
+          toolCallOf(call, `${call.kind === 'handoff' ? 'h' : 't'}-${label}-c${callIndex}`, agent),
+        )
+        messageSteps.push({
+          agentId: idOf(active),
+          step: { kind: 'tool-calls', calls: toolCalls, text: roundText },
+        })
+        const results: ExpectedConversationMessage[] = []
+
+        for (const [callIndex, call] of round.calls.entries()) {
+          const toolCall = toolCalls[callIndex]!
+          if (call.kind === 'save-fact') {
+            facts = { ...facts, [call.key]: call.value }
+            results.push({ role: 'tool', toolCallId: toolCall.id })
+            continue
+          }
+          if (call.kind !== 'handoff') {
+            results.push({ role: 'tool', toolCallId: toolCall.id })
+            continue
+          }
+          const targetId = (JSON.parse(toolCall.arguments) as { targetAgentId: number }).targetAgentId
+          const target = indexOf(targetId)
+          const rejection = handoffRejection(agent, active, target, handoffs)
+          if (rejection !== null) {
+            // Spec, routing rule 3: rejected at runtime, the caller keeps the turn, an error is recorded.
+            recordError(rejection, active)
+            results.push({ role: 'tool', toolCallId: toolCall.id, handoffRejected: true })
+            continue
+          }
+          handoffs += 1
+          // §10: announced by the caller's configuration, stored as `system` and sent.
+          if (agent.handoff.announceHandoff && agent.handoff.template !== '')
+            send('system', agent.handoff.template, active)
+          agentPath.push({
+            via: 'handoff_tool',
+            ...snapshot(target),
+            ...(call.reason === undefined ? {} : { reason: call.reason }),
+          })
+          const caller = active
+          active = target
+          if (agents[target]!.kind === 'human') {
+            // §8: active, on the path, the connector's transfer after the announcement, paused.
+            transfers.push({ ...transferTarget(agents[caller]!, agents[target]!), sentBefore: sent.length })
+            state = 'paused'
+            return
+          }
+          // §10: the caller's turn ends, the rest of its round included; the new agent answers
+          // the same message with the caller's history window.
+          historyWindow = agents[caller]!.handoff.messageHistoryDepth
+          handedOffTo = target
+          break
+        }
+        if (handedOffTo === null) {
+          toolTraffic.push({
+            role: 'assistant',
+            content: roundText,
+            toolCallIds: toolCalls.map((call) => call.id),
+          })
+          toolTraffic.push(...results)
+        }
+      }
+    }
+  }
+
+  function toolCallOf(call: ToolCallChoice, id: string, caller: TeamAgent): ToolCall {
+    switch (call.kind) {
+      case 'handoff': {
+        const targetAgentId = resolveTarget(call.target, caller)
+        const args = call.reason === undefined ? { targetAgentId } : { targetAgentId, reason: call.reason }
+        return { id, name: 'handoff_to_agent', arguments: JSON.stringify(args) }
+      }
+      case 'save-fact':
+        return { id, name: 'save_fact', arguments: JSON.stringify({ key: call.key, value: call.value }) }
+      case 'app-tool':
+        return { id, name: APP_TOOL, arguments: JSON.stringify({ orderNumber: '123' }) }
+      case 'unknown-tool':
+        return { id, name: UNKNOWN_TOOL, arguments: '{}' }
+    }
+  }
+
+  function resolveTarget(target: HandoffTarget, caller: TeamAgent): number {
+    switch (target.kind) {
+      case 'allowed': {
+        const allowed = caller.handoff.allowedTargets
+        return idOf(allowed.length === 0 ? 0 : allowed[target.index % allowed.length]!)
+      }
+      case 'agent':
+        return idOf(target.index % agents.length)
+      case 'unknown':
+        return unknownId
+    }
+  }
+
+  /**
+   * Why a handoff is rejected, or null when it goes ahead: past 5 handoffs for this message
+   * (§10), handoff off, a target outside allowedTargets (spec, routing rule 3), the caller itself
+   * (the tool "transfers control of the session to another agent"), or a human target on a
+   * channel without human transfer (§7).
+   */
+  function handoffRejection(caller: TeamAgent, callerIndex: number, target: number, handoffsSoFar: number) {
+    if (handoffsSoFar >= HANDOFFS_PER_MESSAGE) return 'HANDOFF_NOT_ALLOWED'
+    if (!caller.handoff.enabled) return 'HANDOFF_NOT_ALLOWED'
+    if (target === -1 || !caller.handoff.allowedTargets.includes(target)) return 'HANDOFF_NOT_ALLOWED'
+    if (target === callerIndex) return 'HANDOFF_NOT_ALLOWED'
+    if (agents[target]!.kind === 'human' && !team.humanTransfer) return 'HUMAN_TRANSFER_UNSUPPORTED'
+    return null
+  }
+}
+
+/** §8: operator, group and system message as one set from the caller's, else the human's configuration. */
+function transferTarget(caller: TeamAgent, human: TeamAgent): Omit<ExpectedTransfer, 'sentBefore'> {
+  for (const agent of [caller, human]) {
+    const { operatorId, groupId, sendSystemMessage } = agent.handoff
+    if (operatorId !== undefined || groupId !== undefined) {
+      return {
+        ...(operatorId === undefined ? {} : { operatorId }),
+        ...(groupId === undefined ? {} : { groupId }),
+        systemMessage: sendSystemMessage,
+      }
+    }
+  }
+  return {}
+}
+
+interface ResolvedDecision {
+  readonly step: ScriptedStep
+  readonly unparseable: boolean
+  readonly routeId: string | null
+  readonly confidence: number
+}
+
+function resolveClassifierAnswer(
+  answer: ClassifierAnswer,
+  config: NonNullable<TeamAgent['routing']>,
+): ResolvedDecision {
+  if (answer.kind === 'malformed') {
+    return { step: { kind: 'raw', text: answer.text }, unparseable: true, routeId: null, confidence: 0 }
+  }
+  const routeId =
+    answer.route.kind === 'null'
+      ? null
+      : answer.route.kind === 'unknown' || config.routes.length === 0
+        ? 'no-such-route'
+        : config.routes[answer.route.index % config.routes.length]!.id
+  const confidence = resolveConfidence(answer.confidence, config.threshold)
+  return { step: { kind: 'route', routeId, confidence }, unparseable: false, routeId, confidence }
+}
+
+/** Next to the threshold by the smallest step a double takes there, within 0..1. */
+function resolveConfidence(choice: ConfidenceChoice, threshold: number): number {
+  switch (choice.kind) {
+    case 'at-threshold':
+      return threshold
+    case 'just-below':
+      return threshold > 0 ? nextDouble(threshold, -1) : threshold
+    case 'just-above':
+      return threshold < 1 ? nextDouble(threshold, 1) : threshold
+    case 'value':
+      return choice.value
+  }
+}
+
+function nextDouble(value: number, direction: 1 | -1): number {
+  const view = new DataView(new ArrayBuffer(8))
+  view.setFloat64(0, value)
+  const bits = view.getBigUint64(0)
+  // Positive doubles order like their bit patterns; 0 has no smaller positive neighbour.
+  view.setBigUint64(0, direction === 1 ? bits + 1n : bits - 1n)
+  return view.getFloat64(0)
+}

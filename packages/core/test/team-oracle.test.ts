@@ -1,0 +1,242 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import { defineTool } from '../src/index.js'
+import type { ModelMessage } from '../src/ports/llm-provider.js'
+import {
+  type ConversationHarness,
+  createConversationHarness,
+  type HarnessAgent,
+  type RecordedRequest,
+} from '../src/testing/index.js'
+import {
+  APP_TOOL,
+  type ExpectedConversationMessage,
+  type ExpectedOutcome,
+  type ExpectedRequest,
+  type ExpectedTransfer,
+  runOracle,
+} from './support/team-oracle.js'
+import { type Team, teamArbitrary, teamScriptArbitrary } from './support/team-script.js'
+
+/**
+ * Entry routing and handoff chains of random teams, answered by random classifier and model
+ * scripts, against an oracle written from the contract's words (support/team-oracle.ts): what the
+ * session records, what is stored and sent, and what each model call is for and is given.
+ * TEAM_ORACLE_RUNS explores further (a few milliseconds a run).
+ */
+const RUNS = Number(process.env.TEAM_ORACLE_RUNS ?? 150)
+
+const lookupOrder = defineTool({
+  name: APP_TOOL,
+  description: 'Find an order by its number.',
+  parameters: z.object({ orderNumber: z.string() }),
+  execute: () => ({ status: 'shipped' }),
+})
+
+const TRANSFER_FAILURE = 'the platform refused the transfer'
+
+const keyOf = (index: number) => `agent-${index}`
+
+function harnessAgents(team: Team): Record<string, HarnessAgent> {
+  return Object.fromEntries(
+    team.agents.map((agent, index): [string, HarnessAgent] => {
+      const { handoff, routing } = agent
+      return [
+        keyOf(index),
+        {
+          name: agent.name,
+          ...(agent.role === undefined ? {} : { role: agent.role }),
+          kind: agent.kind,
+          llmModel: agent.llmModel,
+          ...(agent.routingModel === undefined ? {} : { routingModel: agent.routingModel }),
+          maxDepth: agent.maxDepth,
+          ...(agent.fallbackReply === undefined ? {} : { fallbackReply: agent.fallbackReply }),
+          ...(routing === undefined
+            ? {}
+            : {
+                routingConfig: {
+                  enabled: routing.enabled,
+                  routes: routing.routes.map((route) => ({
+                    id: route.id,
+                    agent: keyOf(route.target),
+                    description: `questions for agent ${route.target}`,
+                  })),
+                  confidenceThreshold: routing.threshold,
+                },
+              }),
+          handoff: {
+            enabled: handoff.enabled,
+            allowedTargets: handoff.allowedTargets.map(keyOf),
+            announceHandoff: handoff.announceHandoff,
+            handoffMessageTemplate: handoff.template,
+            messageHistoryDepth: handoff.messageHistoryDepth,
+            msgplatform: {
+              ...(handoff.operatorId === undefined ? {} : { targetOperatorId: handoff.operatorId }),
+              ...(handoff.groupId === undefined ? {} : { targetGroupId: handoff.groupId }),
+              sendSystemMessage: handoff.sendSystemMessage,
+            },
+          },
+        },
+      ]
+    }),
+  )
+}
+
+/** The facts of a system prompt's `## Shared context` section (CONTRACT §10 layout). */
+function promptFacts(prompt: string): Record<string, string> {
+  const section = prompt.split('## Shared context\n')[1]?.split('\n\n')[0] ?? ''
+  const facts: Record<string, string> = {}
+  for (const line of section.split('\n')) {
+    if (line === '(empty)' || line === '' || line.startsWith('- ')) continue
+    const separator = line.indexOf(': ')
+    facts[line.slice(0, separator)] = line.slice(separator + 2)
+  }
+  return facts
+}
+
+function conversationOf(messages: readonly ModelMessage[]): ExpectedConversationMessage[] {
+  return messages.slice(1).map((message): ExpectedConversationMessage => {
+    if (message.role === 'tool') {
+      // Handoff call ids start with `h-`: a result the model sees for one must say it failed.
+      return message.toolCallId.startsWith('h-')
+        ? {
+            role: 'tool',
+            toolCallId: message.toolCallId,
+            ...(/error/i.test(message.content) ? { handoffRejected: true } : {}),
+          }
+        : { role: 'tool', toolCallId: message.toolCallId }
+    }
+    if (message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0) {
+      return {
+        role: 'assistant',
+        content: message.content,
+        toolCallIds: message.toolCalls.map((call) => call.id),
+      }
+    }
+    return { role: message.role === 'system' ? 'assistant' : message.role, content: message.content }
+  })
+}
+
+function requestOf(request: RecordedRequest, expected: ExpectedRequest | undefined): unknown {
+  const agentId = request.agentId ?? -1
+  if (request.purpose === 'route') {
+    return {
+      purpose: 'route',
+      agentId,
+      model: request.model,
+      format: request.responseFormat?.jsonSchema.name,
+    }
+  }
+  const system = request.messages[0]
+  return {
+    purpose: 'turn',
+    agentId,
+    model: request.model,
+    tools: (request.tools ?? []).map((tool) => tool.name).sort(),
+    conversation: system?.role === 'system' ? conversationOf(request.messages) : ['no system message first'],
+    ...(expected?.purpose === 'turn' && expected.facts !== undefined && system?.role === 'system'
+      ? { facts: promptFacts(system.content) }
+      : {}),
+  }
+}
+
+async function observe(
+  harness: ConversationHarness,
+  sessionId: string,
+  expected: ExpectedOutcome,
+): Promise<ExpectedOutcome> {
+  const session = (await harness.storage.sessions.get({ id: sessionId }))!
+  const stored = await harness.storage.messages.list({ sessionId, limit: 10_000 })
+  const { metadata } = session
+  const errors = metadata.errors.map((error) => ({ code: error.code, agentId: error.agentId ?? -1 }))
+  return {
+    requests: harness.model.requests.map((request, index) =>
+      requestOf(request, expected.requests[index]),
+    ) as ExpectedRequest[],
+    stored: stored.map((message) => ({
+      role: message.role as 'customer' | 'agent' | 'system',
+      text: message.text,
+      ...(message.role === 'agent' ? { agentId: message.agentId ?? -1 } : {}),
+      ...(message.role === 'customer' ? {} : { delivery: message.delivery as 'sent' }),
+    })),
+    sent: harness.connector.sent.map((sent) => ({ role: sent.role as 'agent' | 'system', text: sent.text })),
+    agentPath: metadata.agentPath.map((entry) => ({
+      via: entry.via as 'initial',
+      agentId: entry.agentId,
+      agentName: entry.agentName,
+      role: entry.role,
+      depth: entry.depth,
+      confidence: entry.confidence,
+      routeId: entry.routeId,
+      reason: entry.reason,
+    })),
+    ...(metadata.routing === undefined
+      ? {}
+      : { routing: { reason: metadata.routing.reason, depth: metadata.routing.depth } }),
+    activeAgentId: session.activeAgentId,
+    // What the contract leaves open after routing to a human is taken as expected.
+    errors: expected.routedToHuman
+      ? errors.filter((error) => error.code !== 'HUMAN_TRANSFER_UNSUPPORTED')
+      : errors,
+    facts: { ...metadata.sharedContext.facts },
+    routedToHuman: expected.routedToHuman,
+    state: expected.routedToHuman ? expected.state : (session.state as 'ongoing'),
+    transfers: expected.routedToHuman
+      ? expected.transfers
+      : harness.connector.transfers.map((transfer): ExpectedTransfer => {
+          const named = transfer.operatorId !== undefined || transfer.groupId !== undefined
+          return {
+            ...(transfer.operatorId === undefined ? {} : { operatorId: transfer.operatorId }),
+            ...(transfer.groupId === undefined ? {} : { groupId: transfer.groupId }),
+            ...(named ? { systemMessage: transfer.systemMessage } : {}),
+            sentBefore: transfer.sentBefore,
+          }
+        }),
+    ...(expected.pauseReason === undefined
+      ? {}
+      : {
+          pauseReason: session.pauseState?.reason?.includes(TRANSFER_FAILURE)
+            ? expected.pauseReason
+            : (`reason ${JSON.stringify(session.pauseState?.reason)}` as 'names the transfer failure'),
+        }),
+  }
+}
+
+describe('teams against an oracle of the contract', () => {
+  it(
+    'routes the first message and follows handoffs exactly as CONTRACT §10 words them',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(teamArbitrary, teamScriptArbitrary, async (team, script) => {
+          const harness = await createConversationHarness({
+            agents: harnessAgents(team),
+            entry: keyOf(0),
+            humanTransfer: team.humanTransfer,
+            tools: [lookupOrder],
+          })
+          const problems: string[] = []
+          let observed: ExpectedOutcome | undefined
+          let expected: ExpectedOutcome | undefined
+          try {
+            const ids = team.agents.map((_, index) => harness.agent(keyOf(index)))
+            const oracle = runOracle(team, script, ids)
+            expected = oracle.expected
+            if (team.transferFails) harness.connector.failNextTransfer(TRANSFER_FAILURE)
+            const customer = harness.customer()
+            for (const [index, text] of oracle.texts.entries()) {
+              for (const { agentId, step } of oracle.steps[index]!) harness.model.script(agentId, step)
+              await customer.says(text).catch((error: Error) => problems.push(error.message))
+            }
+            observed = await observe(harness, (await customer.session()).id, expected)
+          } finally {
+            await harness.finish().catch((error: Error) => problems.push(error.message))
+          }
+          expect({ ...observed, problems }).toEqual({ ...expected, problems: [] })
+        }),
+        { numRuns: RUNS },
+      )
+    },
+    20_000 + RUNS * 50,
+  )
+})
