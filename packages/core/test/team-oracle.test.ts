@@ -14,6 +14,7 @@ import {
   type ExpectedConversationMessage,
   type ExpectedOutcome,
   type ExpectedRequest,
+  type ExpectedSharedContext,
   type ExpectedTransfer,
   runOracle,
 } from './support/team-oracle.js'
@@ -83,16 +84,24 @@ function harnessAgents(team: Team): Record<string, HarnessAgent> {
   )
 }
 
-/** The facts of a system prompt's `## Shared context` section (CONTRACT §10 layout). */
-function promptFacts(prompt: string): Record<string, string> {
+/**
+ * The SCC of a system prompt's `## Shared context` section (CONTRACT §10 layout): `key: value`
+ * lines, then `- <at> <step>` lines.
+ */
+function promptSharedContext(prompt: string): ExpectedSharedContext {
   const section = prompt.split('## Shared context\n')[1]?.split('\n\n')[0] ?? ''
   const facts: Record<string, string> = {}
+  const journey: string[] = []
   for (const line of section.split('\n')) {
-    if (line === '(empty)' || line === '' || line.startsWith('- ')) continue
+    if (line === '(empty)' || line === '') continue
+    if (line.startsWith('- ')) {
+      journey.push(line.slice(line.indexOf(' ', 2) + 1))
+      continue
+    }
     const separator = line.indexOf(': ')
     facts[line.slice(0, separator)] = line.slice(separator + 2)
   }
-  return facts
+  return { facts, journey }
 }
 
 function conversationOf(messages: readonly ModelMessage[]): ExpectedConversationMessage[] {
@@ -126,6 +135,7 @@ function requestOf(request: RecordedRequest, expected: ExpectedRequest | undefin
       agentId,
       model: request.model,
       format: request.responseFormat?.jsonSchema.name,
+      classifies: request.messages.find((message) => message.role === 'user')?.content,
     }
   }
   const system = request.messages[0]
@@ -135,8 +145,8 @@ function requestOf(request: RecordedRequest, expected: ExpectedRequest | undefin
     model: request.model,
     tools: (request.tools ?? []).map((tool) => tool.name).sort(),
     conversation: system?.role === 'system' ? conversationOf(request.messages) : ['no system message first'],
-    ...(expected?.purpose === 'turn' && expected.facts !== undefined && system?.role === 'system'
-      ? { facts: promptFacts(system.content) }
+    ...(expected?.purpose === 'turn' && expected.sharedContext !== undefined && system?.role === 'system'
+      ? { sharedContext: promptSharedContext(system.content) }
       : {}),
   }
 }
@@ -179,7 +189,10 @@ async function observe(
     errors: expected.routedToHuman
       ? errors.filter((error) => error.code !== 'HUMAN_TRANSFER_UNSUPPORTED')
       : errors,
-    facts: { ...metadata.sharedContext.facts },
+    sharedContext: {
+      facts: { ...metadata.sharedContext.facts },
+      journey: metadata.sharedContext.journey.map((entry) => entry.step),
+    },
     routedToHuman: expected.routedToHuman,
     state: expected.routedToHuman ? expected.state : (session.state as 'ongoing'),
     transfers: expected.routedToHuman

@@ -54,6 +54,8 @@ export type ExpectedRequest =
       readonly agentId: number
       readonly model: string
       readonly format: 'route_decision'
+      /** The customer message classified, as a user message of the request. */
+      readonly classifies: string
     }
   | {
       readonly purpose: 'turn'
@@ -62,8 +64,8 @@ export type ExpectedRequest =
       readonly conversation: readonly ExpectedConversationMessage[]
       /** §10: the three built-in tools and the app's, by name. */
       readonly tools: readonly string[]
-      /** The SCC's facts in the system prompt; checked on an agent's first call of a message. */
-      readonly facts?: Readonly<Record<string, string>>
+      /** The SCC in the system prompt; checked on an agent's first call of a message. */
+      readonly sharedContext?: ExpectedSharedContext
     }
 
 export interface ExpectedTransfer {
@@ -72,6 +74,12 @@ export interface ExpectedTransfer {
   /** Only when a configuration named an operator or a group: the default queue's is not said. */
   readonly systemMessage?: boolean
   readonly sentBefore: number
+}
+
+/** The SCC's facts, and its journey's steps in order. */
+export interface ExpectedSharedContext {
+  readonly facts: Readonly<Record<string, string>>
+  readonly journey: readonly string[]
 }
 
 export interface ExpectedOutcome {
@@ -91,7 +99,7 @@ export interface ExpectedOutcome {
   }
   readonly activeAgentId: number
   readonly errors: readonly { readonly code: string; readonly agentId: number }[]
-  readonly facts: Readonly<Record<string, string>>
+  readonly sharedContext: ExpectedSharedContext
   /**
    * Entry routing ended on a human agent. The contract says only that no agent then runs (§8);
    * whether routing transfers to the human queue (state, transfer call, an error on a channel
@@ -127,6 +135,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   const steps: { agentId: number; step: ScriptedStep }[][] = []
   const texts: string[] = []
   let facts: Record<string, string> = {}
+  const journey: string[] = []
   let routing: ExpectedOutcome['routing']
   let state = 'ongoing' as 'ongoing' | 'paused'
   let routedToHuman = false
@@ -179,7 +188,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       ...(routing === undefined ? {} : { routing }),
       activeAgentId: idOf(active),
       errors,
-      facts,
+      sharedContext: { facts, journey },
       routedToHuman,
       state,
       transfers,
@@ -217,6 +226,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         agentId: idOf(current),
         model: agent.routingModel ?? agent.llmModel,
         format: 'route_decision',
+        classifies: customerText(0),
       })
       const answer: ClassifierAnswer = classifierAnswers.shift() ?? {
         kind: 'decision',
@@ -289,7 +299,9 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           model: agent.llmModel,
           conversation: [...base, ...toolTraffic],
           tools: TOOL_NAMES,
-          ...(toolTraffic.length === 0 ? { facts: { ...facts } } : {}),
+          ...(toolTraffic.length === 0
+            ? { sharedContext: { facts: { ...facts }, journey: [...journey] } }
+            : {}),
         })
         const round: Round = pending.shift() ?? { kind: 'text', empty: false }
         const label = `m${messageIndex} r${roundNumber++}`
@@ -320,6 +332,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           const toolCall = toolCalls[callIndex]!
           if (call.kind === 'save-fact') {
             facts = { ...facts, [call.key]: call.value }
+            results.push({ role: 'tool', toolCallId: toolCall.id })
+            continue
+          }
+          if (call.kind === 'append-journey') {
+            journey.push(call.step)
             results.push({ role: 'tool', toolCallId: toolCall.id })
             continue
           }
@@ -380,6 +397,8 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       }
       case 'save-fact':
         return { id, name: 'save_fact', arguments: JSON.stringify({ key: call.key, value: call.value }) }
+      case 'append-journey':
+        return { id, name: 'append_journey', arguments: JSON.stringify({ step: call.step }) }
       case 'app-tool':
         return { id, name: APP_TOOL, arguments: JSON.stringify({ orderNumber: '123' }) }
       case 'unknown-tool':

@@ -71,6 +71,7 @@ export type HandoffTarget =
 export type ToolCallChoice =
   | { readonly kind: 'handoff'; readonly target: HandoffTarget; readonly reason?: string }
   | { readonly kind: 'save-fact'; readonly key: string; readonly value: string }
+  | { readonly kind: 'append-journey'; readonly step: string }
   | { readonly kind: 'app-tool' }
   | { readonly kind: 'unknown-tool' }
 
@@ -259,6 +260,12 @@ const toolCallArbitrary: fc.Arbitrary<ToolCallChoice> = fc.oneof(
       key: fc.constantFrom('plan', 'name'),
       value: fc.constantFrom('pro', 'basic', 'Ann'),
     }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .constantFrom('asked about pricing', 'wants a refund')
+      .map((step) => ({ kind: 'append-journey' as const, step })),
   },
   { weight: 1, arbitrary: fc.constant({ kind: 'app-tool' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'unknown-tool' as const }) },
