@@ -16,6 +16,7 @@ import {
   type ExpectedRequest,
   type ExpectedSharedContext,
   type ExpectedTransfer,
+  type OperatorAction,
   runOracle,
 } from './support/team-oracle.js'
 import { type Team, teamArbitrary, teamScriptArbitrary } from './support/team-script.js'
@@ -165,12 +166,15 @@ async function observe(
       requestOf(request, expected.requests[index]),
     ) as ExpectedRequest[],
     stored: stored.map((message) => ({
-      role: message.role as 'customer' | 'agent' | 'system',
+      role: message.role as 'customer' | 'agent' | 'system' | 'operator',
       text: message.text,
       ...(message.role === 'agent' ? { agentId: message.agentId ?? -1 } : {}),
       ...(message.role === 'customer' ? {} : { delivery: message.delivery as 'sent' }),
     })),
-    sent: harness.connector.sent.map((sent) => ({ role: sent.role as 'agent' | 'system', text: sent.text })),
+    sent: harness.connector.sent.map((sent) => ({
+      role: sent.role as 'agent' | 'system' | 'operator',
+      text: sent.text,
+    })),
     agentPath: metadata.agentPath.map((entry) => ({
       via: entry.via as 'initial',
       agentId: entry.agentId,
@@ -216,6 +220,19 @@ async function observe(
   }
 }
 
+function operate(harness: ConversationHarness, sessionId: string, action: OperatorAction) {
+  const target = { companyId: harness.companyId, sessionId }
+  const { sessions } = harness.switchboard
+  switch (action.kind) {
+    case 'reassign':
+      return sessions.reassign({ ...target, agentId: action.agentId, operatorId: action.operatorId })
+    case 'resume':
+      return sessions.resume({ ...target, note: action.note })
+    case 'operator-message':
+      return sessions.sendOperatorMessage({ ...target, text: action.text })
+  }
+}
+
 describe('teams against an oracle of the contract', () => {
   it(
     'routes the first message and follows handoffs exactly as CONTRACT §10 words them',
@@ -240,6 +257,12 @@ describe('teams against an oracle of the contract', () => {
             for (const [index, text] of oracle.texts.entries()) {
               for (const { agentId, step } of oracle.steps[index]!) harness.model.script(agentId, step)
               await customer.says(text).catch((error: Error) => problems.push(error.message))
+              const action = oracle.actions[index]
+              if (action !== null && action !== undefined) {
+                const done = await operate(harness, (await customer.session()).id, action)
+                if (done.isErr()) problems.push(`${action.kind}: ${done.error.code} ${done.error.message}`)
+                await harness.switchboard.idle()
+              }
             }
             observed = await observe(harness, (await customer.session()).id, expected)
           } finally {

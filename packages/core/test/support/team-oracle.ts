@@ -4,6 +4,7 @@ import type {
   ClassifierAnswer,
   ConfidenceChoice,
   HandoffTarget,
+  OperatorChoice,
   Round,
   Team,
   TeamAgent,
@@ -31,7 +32,7 @@ const UNKNOWN_TOOL = 'no_such_tool'
 const TOOL_NAMES = ['append_journey', 'handoff_to_agent', APP_TOOL, 'save_fact'].sort()
 
 export interface ExpectedPathEntry {
-  readonly via: 'initial' | 'entry_routing' | 'handoff_tool'
+  readonly via: 'initial' | 'entry_routing' | 'handoff_tool' | 'manual'
   readonly agentId: number
   readonly agentName: string
   readonly role?: string
@@ -85,13 +86,13 @@ export interface ExpectedSharedContext {
 export interface ExpectedOutcome {
   readonly requests: readonly ExpectedRequest[]
   readonly stored: readonly {
-    readonly role: 'customer' | 'agent' | 'system'
+    readonly role: 'customer' | 'agent' | 'system' | 'operator'
     readonly text: string
     readonly agentId?: number
     /** Outgoing messages only: every one reaches the channel. */
     readonly delivery?: 'sent'
   }[]
-  readonly sent: readonly { readonly role: 'agent' | 'system'; readonly text: string }[]
+  readonly sent: readonly { readonly role: 'agent' | 'system' | 'operator'; readonly text: string }[]
   readonly agentPath: readonly ExpectedPathEntry[]
   readonly routing?: {
     readonly reason: 'resolved' | 'max_depth' | 'cycle' | 'fallback'
@@ -112,11 +113,19 @@ export interface ExpectedOutcome {
   readonly pauseReason?: 'names the transfer failure'
 }
 
+/** An operator's action for the runner to take through the session operations. */
+export type OperatorAction =
+  | { readonly kind: 'reassign'; readonly agentId: number; readonly operatorId?: number }
+  | { readonly kind: 'resume'; readonly note?: string }
+  | { readonly kind: 'operator-message'; readonly text: string }
+
 export interface OracleRun {
   readonly expected: ExpectedOutcome
   /** For each customer message, the model steps to script, in call order, by agent id. */
   readonly steps: readonly (readonly { readonly agentId: number; readonly step: ScriptedStep }[])[]
   readonly texts: readonly string[]
+  /** For each customer message, what an operator does once it was answered. */
+  readonly actions: readonly (OperatorAction | null)[]
 }
 
 export const customerText = (message: number): string => `customer message ${message}`
@@ -129,7 +138,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
 
   const requests: ExpectedRequest[] = []
   const stored: ExpectedOutcome['stored'][number][] = []
-  const sent: { role: 'agent' | 'system'; text: string }[] = []
+  const sent: { role: 'agent' | 'system' | 'operator'; text: string }[] = []
   const errors: { code: string; agentId: number }[] = []
   const transfers: ExpectedTransfer[] = []
   const steps: { agentId: number; step: ScriptedStep }[][] = []
@@ -139,6 +148,8 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   let routing: ExpectedOutcome['routing']
   let state = 'ongoing' as 'ongoing' | 'paused'
   let routedToHuman = false
+  let pausedByFailedTransfer = false
+  const actions: (OperatorAction | null)[] = []
   let active = 0
   const snapshot = (index: number) => {
     const agent = agents[index]!
@@ -152,31 +163,15 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   const agentPath: ExpectedPathEntry[] = [{ via: 'initial', ...snapshot(0) }]
   const classifierAnswers = [...script.classifier]
 
-  const send = (role: 'agent' | 'system', text: string, agentIndex: number) => {
+  const send = (role: 'agent' | 'system' | 'operator', text: string, agentIndex: number) => {
     stored.push({ role, text, ...(role === 'agent' ? { agentId: idOf(agentIndex) } : {}), delivery: 'sent' })
     sent.push({ role, text })
   }
   const recordError = (code: string, agentIndex: number) => errors.push({ code, agentId: idOf(agentIndex) })
 
   for (const [messageIndex, message] of script.messages.entries()) {
-    const text = customerText(messageIndex)
-    texts.push(text)
-    const messageSteps: { agentId: number; step: ScriptedStep }[] = []
-    steps.push(messageSteps)
-    // The history of this message's calls: what was stored before it, conversational and unblocked.
-    const prior = stored.filter((storedMessage) => storedMessage.role !== 'system')
-    stored.push({ role: 'customer', text })
-    // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
-    if (state === 'paused' || agents[active]!.kind === 'human') continue
-
-    if (messageIndex === 0 && agents[0]!.routing?.enabled === true) {
-      active = routeEntry(messageSteps)
-      if (agents[active]!.kind === 'human') {
-        routedToHuman = true
-        continue
-      }
-    }
-    answer(message.rounds, prior, text, messageIndex, messageSteps)
+    customerWrites(messageIndex, message.rounds)
+    actions.push(operate(message.operator, messageIndex))
   }
 
   return {
@@ -192,12 +187,82 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       routedToHuman,
       state,
       transfers,
-      ...(transfers.length > 0 && team.transferFails
+      ...(state === 'paused' && pausedByFailedTransfer
         ? { pauseReason: 'names the transfer failure' as const }
         : {}),
     },
     steps,
     texts,
+    actions,
+  }
+
+  function customerWrites(messageIndex: number, rounds: readonly Round[]): void {
+    const text = customerText(messageIndex)
+    texts.push(text)
+    const messageSteps: { agentId: number; step: ScriptedStep }[] = []
+    steps.push(messageSteps)
+    // The history of this message's calls: what was stored before it, conversational and unblocked.
+    const prior = stored.filter((storedMessage) => storedMessage.role !== 'system')
+    stored.push({ role: 'customer', text })
+    // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
+    if (state === 'paused' || agents[active]!.kind === 'human') return
+
+    // §10: routing on the session's first customer message only.
+    if (messageIndex === 0 && agents[0]!.routing?.enabled === true) {
+      active = routeEntry(messageSteps)
+      if (agents[active]!.kind === 'human') {
+        routedToHuman = true
+        return
+      }
+    }
+    answer(rounds, prior, text, messageIndex, messageSteps)
+  }
+
+  /** §8: an operator's reassign, resume or message; null when there is nothing this test asks. */
+  function operate(choice: OperatorChoice, messageIndex: number): OperatorAction | null {
+    // What routing to a human left (paused or not) is open; this test goes no further then.
+    if (routedToHuman) return null
+    switch (choice.kind) {
+      case 'none':
+        return null
+      case 'reassign': {
+        const target = choice.index % agents.length
+        const human = agents[target]!.kind === 'human'
+        // Whether a paused session is transferred again is not said.
+        if (human && state === 'paused') return null
+        agentPath.push({ via: 'manual', ...snapshot(target) })
+        active = target
+        if (human) {
+          // On a channel without human transfer the reassign pauses with no call (§8).
+          if (team.humanTransfer) transferToHuman(reassignTransferTarget(choice.operatorId, agents[target]!))
+          else pausedByFailedTransfer = false
+          state = 'paused'
+        }
+        return {
+          kind: 'reassign',
+          agentId: idOf(target),
+          ...(choice.operatorId === undefined ? {} : { operatorId: choice.operatorId }),
+        }
+      }
+      case 'resume':
+        if (state !== 'paused') return null
+        state = 'ongoing'
+        pausedByFailedTransfer = false
+        if (choice.note !== undefined) journey.push(`Operator note: ${choice.note}`)
+        return { kind: 'resume', ...(choice.note === undefined ? {} : { note: choice.note }) }
+      case 'operator-message': {
+        const text = `operator writes after customer message ${messageIndex}`
+        stored.push({ role: 'operator', text, delivery: 'sent' })
+        sent.push({ role: 'operator', text })
+        return { kind: 'operator-message', text }
+      }
+    }
+  }
+
+  /** The connector's transfer, after what was sent so far; the first one fails when the team says so. */
+  function transferToHuman(target: Omit<ExpectedTransfer, 'sentBefore'>): void {
+    pausedByFailedTransfer = transfers.length === 0 && team.transferFails
+    transfers.push({ ...target, sentBefore: sent.length })
   }
 
   /**
@@ -263,7 +328,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   /** §10 tool loop, handoffs and budgets for one customer message, starting with the active agent. */
   function answer(
     rounds: readonly Round[],
-    prior: readonly { role: 'customer' | 'agent' | 'system'; text: string }[],
+    prior: readonly { role: 'customer' | 'agent' | 'system' | 'operator'; text: string }[],
     text: string,
     messageIndex: number,
     messageSteps: { agentId: number; step: ScriptedStep }[],
@@ -366,7 +431,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           active = target
           if (agents[target]!.kind === 'human') {
             // §8: active, on the path, the connector's transfer after the announcement, paused.
-            transfers.push({ ...transferTarget(agents[caller]!, agents[target]!), sentBefore: sent.length })
+            transferToHuman(transferTarget(agents[caller]!, agents[target]!))
             state = 'paused'
             return
           }
@@ -433,6 +498,14 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     if (agents[target]!.kind === 'human' && !team.humanTransfer) return 'HUMAN_TRANSFER_UNSUPPORTED'
     return null
   }
+}
+
+/** §8: a reassign's operator (with a system message), else the human agent's own configuration. */
+function reassignTransferTarget(
+  operatorId: number | undefined,
+  human: TeamAgent,
+): Omit<ExpectedTransfer, 'sentBefore'> {
+  return operatorId === undefined ? transferTarget(human, human) : { operatorId, systemMessage: true }
 }
 
 /** §8: operator, group and system message as one set from the caller's, else the human's configuration. */

@@ -80,11 +80,22 @@ export type Round =
   | { readonly kind: 'fail' }
   | { readonly kind: 'tools'; readonly withText: boolean; readonly calls: readonly ToolCallChoice[] }
 
+/** What an operator does after a customer message was answered (CONTRACT §8). */
+export type OperatorChoice =
+  | { readonly kind: 'none' }
+  /** Reassign to any agent of the team (by index), naming an operator or not. */
+  | { readonly kind: 'reassign'; readonly index: number; readonly operatorId?: number }
+  | { readonly kind: 'resume'; readonly note?: string }
+  | { readonly kind: 'operator-message' }
+
 export interface TeamScript {
   /** The classifier's answers, in the order classifications happen; used up, it answers null. */
   readonly classifier: readonly ClassifierAnswer[]
-  /** The customer's messages; each one's model rounds, in the order calls happen; used up, a reply. */
-  readonly messages: readonly { readonly rounds: readonly Round[] }[]
+  /**
+   * The customer's messages: each one's model rounds, in the order calls happen (used up, a
+   * reply), and what an operator does once it was answered.
+   */
+  readonly messages: readonly { readonly rounds: readonly Round[]; readonly operator: OperatorChoice }[]
 }
 
 /** Unparseable classifier content, and content of the wrong shape. */
@@ -299,6 +310,29 @@ const busyRoundsArbitrary: fc.Arbitrary<Round[]> = fc.array(
   { minLength: 8, maxLength: 11 },
 )
 
+const operatorArbitrary: fc.Arbitrary<OperatorChoice> = fc.oneof(
+  { weight: 4, arbitrary: fc.constant({ kind: 'none' as const }) },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      {
+        kind: fc.constant('reassign' as const),
+        index: fc.nat({ max: 5 }),
+        operatorId: fc.integer({ min: 100, max: 199 }),
+      },
+      { requiredKeys: ['kind', 'index'] },
+    ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      { kind: fc.constant('resume' as const), note: fc.constantFrom('called the customer back') },
+      { requiredKeys: ['kind'] },
+    ),
+  },
+  { weight: 1, arbitrary: fc.constant({ kind: 'operator-message' as const }) },
+)
+
 export const teamScriptArbitrary: fc.Arbitrary<TeamScript> = fc.record({
   classifier: fc.oneof(
     {
@@ -313,6 +347,7 @@ export const teamScriptArbitrary: fc.Arbitrary<TeamScript> = fc.record({
         { weight: 3, arbitrary: fc.array(roundArbitrary, { maxLength: 11 }) },
         { weight: 1, arbitrary: busyRoundsArbitrary },
       ),
+      operator: operatorArbitrary,
     }),
     { minLength: 1, maxLength: 5 },
   ),
