@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { defineTool } from '../src/index.js'
+import { createAgentService, defineTool } from '../src/index.js'
 import type { ModelMessage } from '../src/ports/llm-provider.js'
 import {
   type ConversationHarness,
@@ -230,6 +230,12 @@ function operate(harness: ConversationHarness, sessionId: string, action: Operat
       return sessions.resume({ ...target, note: action.note })
     case 'operator-message':
       return sessions.sendOperatorMessage({ ...target, text: action.text })
+    case 'edit':
+      return createAgentService({ storage: harness.storage, clock: harness.clock }).update(
+        harness.companyId,
+        action.agentId,
+        action.patch,
+      )
   }
 }
 

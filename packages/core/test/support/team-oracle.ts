@@ -1,3 +1,4 @@
+import type { AgentUpdate } from '../../src/domain/agent.js'
 import type { ToolCall } from '../../src/ports/llm-provider.js'
 import type { ScriptedStep } from '../../src/testing/index.js'
 import type {
@@ -118,6 +119,8 @@ export type OperatorAction =
   | { readonly kind: 'reassign'; readonly agentId: number; readonly operatorId?: number }
   | { readonly kind: 'resume'; readonly note?: string }
   | { readonly kind: 'operator-message'; readonly text: string }
+  /** A PATCH of the agent, in the agent service's words. */
+  | { readonly kind: 'edit'; readonly agentId: number; readonly patch: AgentUpdate }
 
 export interface OracleRun {
   readonly expected: ExpectedOutcome
@@ -131,7 +134,8 @@ export interface OracleRun {
 export const customerText = (message: number): string => `customer message ${message}`
 
 export function runOracle(team: Team, script: TeamScript, ids: readonly number[]): OracleRun {
-  const agents = team.agents
+  // Operators edit agents between messages: what the team is now.
+  const agents: TeamAgent[] = [...team.agents]
   const idOf = (index: number) => ids[index]!
   const indexOf = (id: number) => ids.indexOf(id)
   const unknownId = Math.max(...ids) + 1000
@@ -250,6 +254,37 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         pausedByFailedTransfer = false
         if (choice.note !== undefined) journey.push(`Operator note: ${choice.note}`)
         return { kind: 'resume', ...(choice.note === undefined ? {} : { note: choice.note }) }
+      case 'edit': {
+        const index = choice.index % agents.length
+        const { handoff, ...flat } = choice.patch
+        const allowedTargets = handoff?.allowedTargets.filter((target) => target < agents.length)
+        const current = agents[index]!
+        agents[index] = {
+          ...current,
+          ...flat,
+          ...(handoff === undefined
+            ? {}
+            : { handoff: { ...current.handoff, ...handoff, allowedTargets: allowedTargets! } }),
+        }
+        return {
+          kind: 'edit',
+          agentId: idOf(index),
+          patch: {
+            ...flat,
+            ...(handoff === undefined
+              ? {}
+              : {
+                  handoff: {
+                    enabled: handoff.enabled,
+                    allowedTargets: allowedTargets!.map(idOf),
+                    announceHandoff: handoff.announceHandoff,
+                    handoffMessageTemplate: handoff.template,
+                    messageHistoryDepth: handoff.messageHistoryDepth,
+                  },
+                }),
+          },
+        }
+      }
       case 'operator-message': {
         const text = `operator writes after customer message ${messageIndex}`
         stored.push({ role: 'operator', text, delivery: 'sent' })

@@ -87,6 +87,21 @@ export type OperatorChoice =
   | { readonly kind: 'reassign'; readonly index: number; readonly operatorId?: number }
   | { readonly kind: 'resume'; readonly note?: string }
   | { readonly kind: 'operator-message' }
+  /** An edit of an agent through the agent service: what later turns and transitions must see. */
+  | { readonly kind: 'edit'; readonly index: number; readonly patch: AgentEdit }
+
+export interface AgentEdit {
+  readonly name?: string
+  readonly role?: string
+  readonly handoff?: {
+    readonly enabled: boolean
+    readonly allowedTargets: readonly number[]
+    readonly announceHandoff: boolean
+    readonly template: string
+    readonly messageHistoryDepth: number
+  }
+  readonly fallbackReply?: string | null
+}
 
 export interface TeamScript {
   /** The classifier's answers, in the order classifications happen; used up, it answers null. */
@@ -331,6 +346,28 @@ const operatorArbitrary: fc.Arbitrary<OperatorChoice> = fc.oneof(
     ),
   },
   { weight: 1, arbitrary: fc.constant({ kind: 'operator-message' as const }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('edit' as const),
+      index: fc.nat({ max: 5 }),
+      patch: fc.record(
+        {
+          name: fc.constantFrom('renamed agent'),
+          role: fc.constantFrom('sales', 'retention'),
+          handoff: fc.record({
+            enabled: fc.boolean(),
+            allowedTargets: fc.uniqueArray(fc.nat({ max: 5 }), { maxLength: 4 }),
+            announceHandoff: fc.boolean(),
+            template: fc.constantFrom('', 'An edited announcement.'),
+            messageHistoryDepth: fc.integer({ min: 5, max: 8 }),
+          }),
+          fallbackReply: fc.constantFrom(null, 'An edited fallback.'),
+        },
+        { requiredKeys: [] },
+      ),
+    }),
+  },
 )
 
 export const teamScriptArbitrary: fc.Arbitrary<TeamScript> = fc.record({
