@@ -16,9 +16,24 @@ import type {
 /**
  * What CONTRACT §4, §8 and §10 say a team does with a customer's messages, written from their
  * words and not from the implementation: entry routing on the first message, then each message's
- * tool loop with its handoffs, budgets, announcements and transfers to a human. It also says what
- * each model call is answered, so the scripted model can be given exactly the steps the contract
- * makes the runtime ask for.
+ * tool loop with its handoffs, budgets, announcements and transfers to a human, and what an
+ * operator's reassign, resume, message or agent edit changes for the messages after it. It also
+ * says what each model call is answered, so the scripted model can be given exactly the steps the
+ * contract makes the runtime ask for.
+ *
+ * Where the words leave a choice, the reading taken (each one the implementation shares):
+ * - `metadata.routing.depth` is the depth of the classification that ended the chain for
+ *   `fallback` and `cycle` ("at depth 1 that is the session's entry agent"), the last hop's for
+ *   `resolved` and `max_depth`;
+ * - the history window counts the messages the history may hold (system messages are left out
+ *   before counting);
+ * - a handoff to the caller itself is rejected (the tool transfers "to another agent");
+ * - a successful handoff ends the caller's turn there: calls after it in the same round do not run;
+ * - the SCC is checked in the system prompt of each agent's first call for a message, where the
+ *   contract says the new agent receives it, not again within one agent's tool loop.
+ * Left out of the scripts, as the contract does not say what they do: whitespace-only templates and
+ * replies, confidences outside 0..1, a failing classifier, malformed handoff arguments, a human
+ * entry agent; and after routing ends on a human, whether it pauses and transfers.
  */
 
 /** CONTRACT §4: `fallbackReply` when not given. */
@@ -222,7 +237,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     answer(rounds, prior, text, messageIndex, messageSteps)
   }
 
-  /** §8: an operator's reassign, resume or message; null when there is nothing this test asks. */
+  /** §8: an operator's reassign, resume, message or agent edit; null when there is nothing to do. */
   function operate(choice: OperatorChoice, messageIndex: number): OperatorAction | null {
     // What routing to a human left (paused or not) is open; this test goes no further then.
     if (routedToHuman) return null
