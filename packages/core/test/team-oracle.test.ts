@@ -14,6 +14,7 @@ import {
   type ExpectedConversationMessage,
   type ExpectedOutcome,
   type ExpectedRequest,
+  type ExpectedSession,
   type ExpectedSharedContext,
   type ExpectedTransfer,
   type OperatorAction,
@@ -152,28 +153,23 @@ function requestOf(request: RecordedRequest, expected: ExpectedRequest | undefin
   }
 }
 
-async function observe(
+async function observeSession(
   harness: ConversationHarness,
   sessionId: string,
-  expected: ExpectedOutcome,
-): Promise<ExpectedOutcome> {
+  expected: ExpectedSession | undefined,
+): Promise<ExpectedSession> {
   const session = (await harness.storage.sessions.get({ id: sessionId }))!
   const stored = await harness.storage.messages.list({ sessionId, limit: 10_000 })
   const { metadata } = session
   const errors = metadata.errors.map((error) => ({ code: error.code, agentId: error.agentId ?? -1 }))
+  // What the contract leaves open after routing to a human is taken as expected.
+  const routedToHuman = expected?.routedToHuman ?? false
   return {
-    requests: harness.model.requests.map((request, index) =>
-      requestOf(request, expected.requests[index]),
-    ) as ExpectedRequest[],
     stored: stored.map((message) => ({
       role: message.role as 'customer' | 'agent' | 'system' | 'operator',
       text: message.text,
       ...(message.role === 'agent' ? { agentId: message.agentId ?? -1 } : {}),
       ...(message.role === 'customer' ? {} : { delivery: message.delivery as 'sent' }),
-    })),
-    sent: harness.connector.sent.map((sent) => ({
-      role: sent.role as 'agent' | 'system' | 'operator',
-      text: sent.text,
     })),
     agentPath: metadata.agentPath.map((entry) => ({
       via: entry.via as 'initial',
@@ -189,34 +185,52 @@ async function observe(
       ? {}
       : { routing: { reason: metadata.routing.reason, depth: metadata.routing.depth } }),
     activeAgentId: session.activeAgentId,
-    // What the contract leaves open after routing to a human is taken as expected.
-    errors: expected.routedToHuman
-      ? errors.filter((error) => error.code !== 'HUMAN_TRANSFER_UNSUPPORTED')
-      : errors,
+    errors: routedToHuman ? errors.filter((error) => error.code !== 'HUMAN_TRANSFER_UNSUPPORTED') : errors,
     sharedContext: {
       facts: { ...metadata.sharedContext.facts },
       journey: metadata.sharedContext.journey.map((entry) => entry.step),
     },
-    routedToHuman: expected.routedToHuman,
-    state: expected.routedToHuman ? expected.state : (session.state as 'ongoing'),
-    transfers: expected.routedToHuman
-      ? expected.transfers
-      : harness.connector.transfers.map((transfer): ExpectedTransfer => {
-          const named = transfer.operatorId !== undefined || transfer.groupId !== undefined
-          return {
-            ...(transfer.operatorId === undefined ? {} : { operatorId: transfer.operatorId }),
-            ...(transfer.groupId === undefined ? {} : { groupId: transfer.groupId }),
-            ...(named ? { systemMessage: transfer.systemMessage } : {}),
-            sentBefore: transfer.sentBefore,
-          }
-        }),
-    ...(expected.pauseReason === undefined
+    routedToHuman,
+    state: routedToHuman && expected?.state !== 'closed' ? expected!.state : session.state,
+    ...(expected?.pauseReason === undefined
       ? {}
       : {
           pauseReason: session.pauseState?.reason?.includes(TRANSFER_FAILURE)
             ? expected.pauseReason
             : (`reason ${JSON.stringify(session.pauseState?.reason)}` as 'names the transfer failure'),
         }),
+  }
+}
+
+async function observe(
+  harness: ConversationHarness,
+  sessionIds: readonly string[],
+  expected: ExpectedOutcome,
+): Promise<ExpectedOutcome> {
+  const routedToHuman = sessionIds.filter((_, index) => expected.sessions[index]?.routedToHuman === true)
+  return {
+    requests: harness.model.requests.map((request, index) =>
+      requestOf(request, expected.requests[index]),
+    ) as ExpectedRequest[],
+    sent: harness.connector.sent.map((sent) => ({
+      role: sent.role as 'agent' | 'system' | 'operator',
+      text: sent.text,
+    })),
+    transfers: harness.connector.transfers
+      .filter((transfer) => !routedToHuman.includes(transfer.sessionId))
+      .map((transfer): ExpectedTransfer => {
+        const named = transfer.operatorId !== undefined || transfer.groupId !== undefined
+        return {
+          ...(transfer.operatorId === undefined ? {} : { operatorId: transfer.operatorId }),
+          ...(transfer.groupId === undefined ? {} : { groupId: transfer.groupId }),
+          ...(named ? { systemMessage: transfer.systemMessage } : {}),
+          sentBefore: transfer.sentBefore,
+          session: sessionIds.indexOf(transfer.sessionId),
+        }
+      }),
+    sessions: await Promise.all(
+      sessionIds.map((sessionId, index) => observeSession(harness, sessionId, expected.sessions[index])),
+    ),
   }
 }
 
@@ -230,6 +244,8 @@ function operate(harness: ConversationHarness, sessionId: string, action: Operat
       return sessions.resume({ ...target, note: action.note })
     case 'operator-message':
       return sessions.sendOperatorMessage({ ...target, text: action.text })
+    case 'close':
+      return sessions.close(target)
     case 'edit':
       return createAgentService({ storage: harness.storage, clock: harness.clock }).update(
         harness.companyId,
@@ -260,17 +276,20 @@ describe('teams against an oracle of the contract', () => {
             expected = oracle.expected
             if (team.transferFails) harness.connector.failNextTransfer(TRANSFER_FAILURE)
             const customer = harness.customer()
+            const sessionIds: string[] = []
             for (const [index, text] of oracle.texts.entries()) {
               for (const { agentId, step } of oracle.steps[index]!) harness.model.script(agentId, step)
               await customer.says(text).catch((error: Error) => problems.push(error.message))
+              const sessionId = (await customer.session()).id
+              if (!sessionIds.includes(sessionId)) sessionIds.push(sessionId)
               const action = oracle.actions[index]
               if (action !== null && action !== undefined) {
-                const done = await operate(harness, (await customer.session()).id, action)
+                const done = await operate(harness, sessionId, action)
                 if (done.isErr()) problems.push(`${action.kind}: ${done.error.code} ${done.error.message}`)
                 await harness.switchboard.idle()
               }
             }
-            observed = await observe(harness, (await customer.session()).id, expected)
+            observed = await observe(harness, sessionIds, expected)
           } finally {
             await harness.finish().catch((error: Error) => problems.push(error.message))
           }

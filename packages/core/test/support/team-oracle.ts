@@ -2,6 +2,7 @@ import type { AgentUpdate } from '../../src/domain/agent.js'
 import type { ToolCall } from '../../src/ports/llm-provider.js'
 import type { ScriptedStep } from '../../src/testing/index.js'
 import type {
+  AgentEdit,
   ClassifierAnswer,
   ConfidenceChoice,
   HandoffTarget,
@@ -91,6 +92,8 @@ export interface ExpectedTransfer {
   /** Only when a configuration named an operator or a group: the default queue's is not said. */
   readonly systemMessage?: boolean
   readonly sentBefore: number
+  /** The index of the session transferred. */
+  readonly session: number
 }
 
 /** The SCC's facts, and its journey's steps in order. */
@@ -99,8 +102,7 @@ export interface ExpectedSharedContext {
   readonly journey: readonly string[]
 }
 
-export interface ExpectedOutcome {
-  readonly requests: readonly ExpectedRequest[]
+export interface ExpectedSession {
   readonly stored: readonly {
     readonly role: 'customer' | 'agent' | 'system' | 'operator'
     readonly text: string
@@ -108,7 +110,6 @@ export interface ExpectedOutcome {
     /** Outgoing messages only: every one reaches the channel. */
     readonly delivery?: 'sent'
   }[]
-  readonly sent: readonly { readonly role: 'agent' | 'system' | 'operator'; readonly text: string }[]
   readonly agentPath: readonly ExpectedPathEntry[]
   readonly routing?: {
     readonly reason: 'resolved' | 'max_depth' | 'cycle' | 'fallback'
@@ -120,13 +121,37 @@ export interface ExpectedOutcome {
   /**
    * Entry routing ended on a human agent. The contract says only that no agent then runs (§8);
    * whether routing transfers to the human queue (state, transfer call, an error on a channel
-   * without transfer) it leaves open, so `state` and `transfers` are not compared then.
+   * without transfer) it leaves open, so those are not compared then, and no operator acts on
+   * the session but to close it.
    */
   readonly routedToHuman: boolean
-  readonly state: 'ongoing' | 'paused'
-  readonly transfers: readonly ExpectedTransfer[]
+  readonly state: 'ongoing' | 'paused' | 'closed'
   /** §8: a transfer call that failed still pauses, and its failure is the pause's reason. */
   readonly pauseReason?: 'names the transfer failure'
+}
+
+export interface ExpectedOutcome {
+  readonly requests: readonly ExpectedRequest[]
+  /** What the channel delivered, in order, whichever session it was for. */
+  readonly sent: readonly { readonly role: 'agent' | 'system' | 'operator'; readonly text: string }[]
+  readonly transfers: readonly ExpectedTransfer[]
+  /** The customer's sessions, oldest first. */
+  readonly sessions: readonly ExpectedSession[]
+}
+
+interface SessionModel {
+  customerMessages: number
+  stored: ExpectedSession['stored'][number][]
+  agentPath: ExpectedPathEntry[]
+  routing?: ExpectedSession['routing']
+  /** The index of the active agent. */
+  active: number
+  errors: { code: string; agentId: number }[]
+  facts: Record<string, string>
+  journey: string[]
+  routedToHuman: boolean
+  state: 'ongoing' | 'paused' | 'closed'
+  pausedByFailedTransfer: boolean
 }
 
 /** An operator's action for the runner to take through the session operations. */
@@ -134,6 +159,7 @@ export type OperatorAction =
   | { readonly kind: 'reassign'; readonly agentId: number; readonly operatorId?: number }
   | { readonly kind: 'resume'; readonly note?: string }
   | { readonly kind: 'operator-message'; readonly text: string }
+  | { readonly kind: 'close' }
   /** A PATCH of the agent, in the agent service's words. */
   | { readonly kind: 'edit'; readonly agentId: number; readonly patch: AgentUpdate }
 
@@ -156,20 +182,18 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   const unknownId = Math.max(...ids) + 1000
 
   const requests: ExpectedRequest[] = []
-  const stored: ExpectedOutcome['stored'][number][] = []
   const sent: { role: 'agent' | 'system' | 'operator'; text: string }[] = []
-  const errors: { code: string; agentId: number }[] = []
   const transfers: ExpectedTransfer[] = []
+  const sessions: SessionModel[] = []
   const steps: { agentId: number; step: ScriptedStep }[][] = []
   const texts: string[] = []
-  let facts: Record<string, string> = {}
-  const journey: string[] = []
-  let routing: ExpectedOutcome['routing']
-  let state = 'ongoing' as 'ongoing' | 'paused'
-  let routedToHuman = false
-  let pausedByFailedTransfer = false
   const actions: (OperatorAction | null)[] = []
-  let active = 0
+  const classifierAnswers = [...script.classifier]
+  /**
+   * Whether the next transfer call fails: the channel fails the first one when the team says so.
+   * Unknown once routing may have made a call of its own (routing to a human, left open).
+   */
+  let transferFailure: boolean | 'unknown' = team.transferFails
   const snapshot = (index: number) => {
     const agent = agents[index]!
     return {
@@ -178,15 +202,8 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       ...(agent.role === undefined ? {} : { role: agent.role }),
     }
   }
-  // Spec, agent path rule 1: the entry agent before any routing decision.
-  const agentPath: ExpectedPathEntry[] = [{ via: 'initial', ...snapshot(0) }]
-  const classifierAnswers = [...script.classifier]
-
-  const send = (role: 'agent' | 'system' | 'operator', text: string, agentIndex: number) => {
-    stored.push({ role, text, ...(role === 'agent' ? { agentId: idOf(agentIndex) } : {}), delivery: 'sent' })
-    sent.push({ role, text })
-  }
-  const recordError = (code: string, agentIndex: number) => errors.push({ code, agentId: idOf(agentIndex) })
+  // The customer's session: a message after a close opens a new one (§6).
+  let session = openSession()
 
   for (const [messageIndex, message] of script.messages.entries()) {
     customerWrites(messageIndex, message.rounds)
@@ -196,66 +213,109 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   return {
     expected: {
       requests,
-      stored,
       sent,
-      agentPath,
-      ...(routing === undefined ? {} : { routing }),
-      activeAgentId: idOf(active),
-      errors,
-      sharedContext: { facts, journey },
-      routedToHuman,
-      state,
       transfers,
-      ...(state === 'paused' && pausedByFailedTransfer
-        ? { pauseReason: 'names the transfer failure' as const }
-        : {}),
+      sessions: sessions.map((model) => ({
+        stored: model.stored,
+        agentPath: model.agentPath,
+        ...(model.routing === undefined ? {} : { routing: model.routing }),
+        activeAgentId: idOf(model.active),
+        errors: model.errors,
+        sharedContext: { facts: model.facts, journey: model.journey },
+        routedToHuman: model.routedToHuman,
+        state: model.state,
+        ...(model.state === 'paused' && model.pausedByFailedTransfer
+          ? { pauseReason: 'names the transfer failure' as const }
+          : {}),
+      })),
     },
     steps,
     texts,
     actions,
   }
 
+  function openSession(): SessionModel {
+    const opened: SessionModel = {
+      customerMessages: 0,
+      stored: [],
+      // Spec, agent path rule 1: the entry agent before any routing decision.
+      agentPath: [{ via: 'initial', ...snapshot(0) }],
+      active: 0,
+      errors: [],
+      facts: {},
+      journey: [],
+      routedToHuman: false,
+      state: 'ongoing',
+      pausedByFailedTransfer: false,
+    }
+    sessions.push(opened)
+    return opened
+  }
+
+  function send(role: 'agent' | 'system' | 'operator', text: string, agentIndex: number): void {
+    session.stored.push({
+      role,
+      text,
+      ...(role === 'agent' ? { agentId: idOf(agentIndex) } : {}),
+      delivery: 'sent',
+    })
+    sent.push({ role, text })
+  }
+
+  function recordError(code: string, agentIndex: number): void {
+    session.errors.push({ code, agentId: idOf(agentIndex) })
+  }
+
   function customerWrites(messageIndex: number, rounds: readonly Round[]): void {
+    if (session.state === 'closed') session = openSession()
     const text = customerText(messageIndex)
     texts.push(text)
     const messageSteps: { agentId: number; step: ScriptedStep }[] = []
     steps.push(messageSteps)
     // The history of this message's calls: what was stored before it, conversational and unblocked.
-    const prior = stored.filter((storedMessage) => storedMessage.role !== 'system')
-    stored.push({ role: 'customer', text })
+    const prior = session.stored.filter((storedMessage) => storedMessage.role !== 'system')
+    session.stored.push({ role: 'customer', text })
+    const first = session.customerMessages === 0
+    session.customerMessages += 1
     // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
-    if (state === 'paused' || agents[active]!.kind === 'human') return
+    if (session.state === 'paused' || agents[session.active]!.kind === 'human') return
 
     // §10: routing on the session's first customer message only.
-    if (messageIndex === 0 && agents[0]!.routing?.enabled === true) {
-      active = routeEntry(messageSteps)
-      if (agents[active]!.kind === 'human') {
-        routedToHuman = true
+    if (first && agents[0]!.routing?.enabled === true) {
+      session.active = routeEntry(text, messageSteps)
+      if (agents[session.active]!.kind === 'human') {
+        session.routedToHuman = true
+        if (team.humanTransfer && transferFailure === true) transferFailure = 'unknown'
         return
       }
     }
     answer(rounds, prior, text, messageIndex, messageSteps)
   }
 
-  /** §8: an operator's reassign, resume, message or agent edit; null when there is nothing to do. */
+  /** §8: an operator's reassign, resume, message, close or agent edit; null when there is nothing to do. */
   function operate(choice: OperatorChoice, messageIndex: number): OperatorAction | null {
-    // What routing to a human left (paused or not) is open; this test goes no further then.
-    if (routedToHuman) return null
+    if (choice.kind === 'none') return null
+    if (choice.kind === 'close') {
+      if (session.state === 'closed') return null
+      session.state = 'closed'
+      return { kind: 'close' }
+    }
+    if (choice.kind === 'edit') return edit(choice.index % agents.length, choice.patch)
+    // What routing to a human left (paused or not) is open: nothing else until the session closes.
+    if (session.routedToHuman || session.state === 'closed') return null
     switch (choice.kind) {
-      case 'none':
-        return null
       case 'reassign': {
         const target = choice.index % agents.length
         const human = agents[target]!.kind === 'human'
         // Whether a paused session is transferred again is not said.
-        if (human && state === 'paused') return null
-        agentPath.push({ via: 'manual', ...snapshot(target) })
-        active = target
+        if (human && session.state === 'paused') return null
+        session.agentPath.push({ via: 'manual', ...snapshot(target) })
+        session.active = target
         if (human) {
           // On a channel without human transfer the reassign pauses with no call (§8).
           if (team.humanTransfer) transferToHuman(reassignTransferTarget(choice.operatorId, agents[target]!))
-          else pausedByFailedTransfer = false
-          state = 'paused'
+          else session.pausedByFailedTransfer = false
+          session.state = 'paused'
         }
         return {
           kind: 'reassign',
@@ -264,55 +324,54 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         }
       }
       case 'resume':
-        if (state !== 'paused') return null
-        state = 'ongoing'
-        pausedByFailedTransfer = false
-        if (choice.note !== undefined) journey.push(`Operator note: ${choice.note}`)
+        if (session.state !== 'paused') return null
+        session.state = 'ongoing'
+        session.pausedByFailedTransfer = false
+        if (choice.note !== undefined) session.journey.push(`Operator note: ${choice.note}`)
         return { kind: 'resume', ...(choice.note === undefined ? {} : { note: choice.note }) }
-      case 'edit': {
-        const index = choice.index % agents.length
-        const { handoff, ...flat } = choice.patch
-        const allowedTargets = handoff?.allowedTargets.filter((target) => target < agents.length)
-        const current = agents[index]!
-        agents[index] = {
-          ...current,
-          ...flat,
-          ...(handoff === undefined
-            ? {}
-            : { handoff: { ...current.handoff, ...handoff, allowedTargets: allowedTargets! } }),
-        }
-        return {
-          kind: 'edit',
-          agentId: idOf(index),
-          patch: {
-            ...flat,
-            ...(handoff === undefined
-              ? {}
-              : {
-                  handoff: {
-                    enabled: handoff.enabled,
-                    allowedTargets: allowedTargets!.map(idOf),
-                    announceHandoff: handoff.announceHandoff,
-                    handoffMessageTemplate: handoff.template,
-                    messageHistoryDepth: handoff.messageHistoryDepth,
-                  },
-                }),
-          },
-        }
-      }
       case 'operator-message': {
         const text = `operator writes after customer message ${messageIndex}`
-        stored.push({ role: 'operator', text, delivery: 'sent' })
+        session.stored.push({ role: 'operator', text, delivery: 'sent' })
         sent.push({ role: 'operator', text })
         return { kind: 'operator-message', text }
       }
     }
   }
 
-  /** The connector's transfer, after what was sent so far; the first one fails when the team says so. */
-  function transferToHuman(target: Omit<ExpectedTransfer, 'sentBefore'>): void {
-    pausedByFailedTransfer = transfers.length === 0 && team.transferFails
-    transfers.push({ ...target, sentBefore: sent.length })
+  function edit(index: number, patch: AgentEdit): OperatorAction {
+    const { handoff, ...flat } = patch
+    const allowedTargets = handoff?.allowedTargets.filter((target) => target < agents.length) ?? []
+    const current = agents[index]!
+    agents[index] = {
+      ...current,
+      ...flat,
+      ...(handoff === undefined ? {} : { handoff: { ...current.handoff, ...handoff, allowedTargets } }),
+    }
+    return {
+      kind: 'edit',
+      agentId: idOf(index),
+      patch: {
+        ...flat,
+        ...(handoff === undefined
+          ? {}
+          : {
+              handoff: {
+                enabled: handoff.enabled,
+                allowedTargets: allowedTargets.map(idOf),
+                announceHandoff: handoff.announceHandoff,
+                handoffMessageTemplate: handoff.template,
+                messageHistoryDepth: handoff.messageHistoryDepth,
+              },
+            }),
+      },
+    }
+  }
+
+  /** The connector's transfer, after what was sent so far. */
+  function transferToHuman(target: Omit<ExpectedTransfer, 'sentBefore' | 'session'>): void {
+    session.pausedByFailedTransfer = transferFailure === true
+    if (transferFailure === true) transferFailure = false
+    transfers.push({ ...target, sentBefore: sent.length, session: sessions.length - 1 })
   }
 
   /**
@@ -320,7 +379,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
    * within the entry agent's min(maxDepth, 5). Routing hops have depth 1, 2, …; the classification
    * by the agent of hop n is at depth n + 1, so an unsure entry agent is a fallback at depth 1.
    */
-  function routeEntry(messageSteps: { agentId: number; step: ScriptedStep }[]): number {
+  function routeEntry(text: string, messageSteps: { agentId: number; step: ScriptedStep }[]): number {
     const cap = Math.min(agents[0]!.maxDepth, ROUTING_DEPTH_HARD_CAP)
     const onPath = new Set<number>([0])
     let current = 0
@@ -328,11 +387,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     for (;;) {
       const config = agents[current]!.routing
       if (config === undefined || !config.enabled) {
-        routing = { reason: 'resolved', depth: hops }
+        session.routing = { reason: 'resolved', depth: hops }
         return current
       }
       if (hops >= cap) {
-        routing = { reason: 'max_depth', depth: hops }
+        session.routing = { reason: 'max_depth', depth: hops }
         return current
       }
       const agent = agents[current]!
@@ -341,7 +400,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         agentId: idOf(current),
         model: agent.routingModel ?? agent.llmModel,
         format: 'route_decision',
-        classifies: customerText(0),
+        classifies: text,
       })
       const answer: ClassifierAnswer = classifierAnswers.shift() ?? {
         kind: 'decision',
@@ -355,16 +414,16 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           ? undefined
           : config.routes.find((candidate) => candidate.id === decision.routeId)
       if (decision.unparseable || route === undefined || decision.confidence < config.threshold) {
-        routing = { reason: 'fallback', depth: hops + 1 }
+        session.routing = { reason: 'fallback', depth: hops + 1 }
         return current
       }
       if (onPath.has(route.target)) {
-        routing = { reason: 'cycle', depth: hops + 1 }
+        session.routing = { reason: 'cycle', depth: hops + 1 }
         return current
       }
       hops += 1
       onPath.add(route.target)
-      agentPath.push({
+      session.agentPath.push({
         via: 'entry_routing',
         ...snapshot(route.target),
         depth: hops,
@@ -386,7 +445,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     const pending = [...rounds]
     let calls = 0
     let handoffs = 0
-    let historyWindow = agents[active]!.handoff.messageHistoryDepth
+    let historyWindow = agents[session.active]!.handoff.messageHistoryDepth
     let roundNumber = 0
 
     for (;;) {
@@ -403,42 +462,45 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
 
       while (handedOffTo === null) {
         if (calls >= MODEL_CALLS_PER_MESSAGE) {
-          recordError('TOOL_LOOP_LIMIT', active)
+          recordError('TOOL_LOOP_LIMIT', session.active)
           return
         }
         calls += 1
-        const agent = agents[active]!
+        const agent = agents[session.active]!
         requests.push({
           purpose: 'turn',
-          agentId: idOf(active),
+          agentId: idOf(session.active),
           model: agent.llmModel,
           conversation: [...base, ...toolTraffic],
           tools: TOOL_NAMES,
           ...(toolTraffic.length === 0
-            ? { sharedContext: { facts: { ...facts }, journey: [...journey] } }
+            ? { sharedContext: { facts: { ...session.facts }, journey: [...session.journey] } }
             : {}),
         })
         const round: Round = pending.shift() ?? { kind: 'text', empty: false }
         const label = `m${messageIndex} r${roundNumber++}`
         if (round.kind === 'fail') {
-          messageSteps.push({ agentId: idOf(active), step: { kind: 'fail', message: `${label} fails` } })
-          recordError('MODEL_UNAVAILABLE', active)
+          messageSteps.push({
+            agentId: idOf(session.active),
+            step: { kind: 'fail', message: `${label} fails` },
+          })
+          recordError('MODEL_UNAVAILABLE', session.active)
           const fallback = agent.fallbackReply === undefined ? DEFAULT_FALLBACK_REPLY : agent.fallbackReply
-          if (fallback !== null) send('agent', fallback, active)
+          if (fallback !== null) send('agent', fallback, session.active)
           return
         }
         if (round.kind === 'text') {
-          const reply = round.empty ? '' : `${label}: agent ${active} answers`
-          messageSteps.push({ agentId: idOf(active), step: { kind: 'reply', text: reply } })
-          if (reply !== '') send('agent', reply, active)
+          const reply = round.empty ? '' : `${label}: agent ${session.active} answers`
+          messageSteps.push({ agentId: idOf(session.active), step: { kind: 'reply', text: reply } })
+          if (reply !== '') send('agent', reply, session.active)
           return
         }
-        const roundText = round.withText ? `${label}: agent ${active} thinks aloud` : ''
+        const roundText = round.withText ? `${label}: agent ${session.active} thinks aloud` : ''
         const toolCalls = round.calls.map((call, callIndex) =>
           toolCallOf(call, `${call.kind === 'handoff' ? 'h' : 't'}-${label}-c${callIndex}`, agent),
         )
         messageSteps.push({
-          agentId: idOf(active),
+          agentId: idOf(session.active),
           step: { kind: 'tool-calls', calls: toolCalls, text: roundText },
         })
         const results: ExpectedConversationMessage[] = []
@@ -446,12 +508,12 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         for (const [callIndex, call] of round.calls.entries()) {
           const toolCall = toolCalls[callIndex]!
           if (call.kind === 'save-fact') {
-            facts = { ...facts, [call.key]: call.value }
+            session.facts = { ...session.facts, [call.key]: call.value }
             results.push({ role: 'tool', toolCallId: toolCall.id })
             continue
           }
           if (call.kind === 'append-journey') {
-            journey.push(call.step)
+            session.journey.push(call.step)
             results.push({ role: 'tool', toolCallId: toolCall.id })
             continue
           }
@@ -461,28 +523,28 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           }
           const targetId = (JSON.parse(toolCall.arguments) as { targetAgentId: number }).targetAgentId
           const target = indexOf(targetId)
-          const rejection = handoffRejection(agent, active, target, handoffs)
+          const rejection = handoffRejection(agent, session.active, target, handoffs)
           if (rejection !== null) {
             // Spec, routing rule 3: rejected at runtime, the caller keeps the turn, an error is recorded.
-            recordError(rejection, active)
+            recordError(rejection, session.active)
             results.push({ role: 'tool', toolCallId: toolCall.id, handoffRejected: true })
             continue
           }
           handoffs += 1
           // §10: announced by the caller's configuration, stored as `system` and sent.
           if (agent.handoff.announceHandoff && agent.handoff.template !== '')
-            send('system', agent.handoff.template, active)
-          agentPath.push({
+            send('system', agent.handoff.template, session.active)
+          session.agentPath.push({
             via: 'handoff_tool',
             ...snapshot(target),
             ...(call.reason === undefined ? {} : { reason: call.reason }),
           })
-          const caller = active
-          active = target
+          const caller = session.active
+          session.active = target
           if (agents[target]!.kind === 'human') {
             // §8: active, on the path, the connector's transfer after the announcement, paused.
             transferToHuman(transferTarget(agents[caller]!, agents[target]!))
-            state = 'paused'
+            session.state = 'paused'
             return
           }
           // §10: the caller's turn ends, the rest of its round included; the new agent answers
@@ -554,12 +616,15 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
 function reassignTransferTarget(
   operatorId: number | undefined,
   human: TeamAgent,
-): Omit<ExpectedTransfer, 'sentBefore'> {
+): Omit<ExpectedTransfer, 'sentBefore' | 'session'> {
   return operatorId === undefined ? transferTarget(human, human) : { operatorId, systemMessage: true }
 }
 
 /** §8: operator, group and system message as one set from the caller's, else the human's configuration. */
-function transferTarget(caller: TeamAgent, human: TeamAgent): Omit<ExpectedTransfer, 'sentBefore'> {
+function transferTarget(
+  caller: TeamAgent,
+  human: TeamAgent,
+): Omit<ExpectedTransfer, 'sentBefore' | 'session'> {
   for (const agent of [caller, human]) {
     const { operatorId, groupId, sendSystemMessage } = agent.handoff
     if (operatorId !== undefined || groupId !== undefined) {

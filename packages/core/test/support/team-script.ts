@@ -87,6 +87,8 @@ export type OperatorChoice =
   | { readonly kind: 'reassign'; readonly index: number; readonly operatorId?: number }
   | { readonly kind: 'resume'; readonly note?: string }
   | { readonly kind: 'operator-message' }
+  /** The session closes; the customer's next message opens a new one, routed again. */
+  | { readonly kind: 'close' }
   /** An edit of an agent through the agent service: what later turns and transitions must see. */
   | { readonly kind: 'edit'; readonly index: number; readonly patch: AgentEdit }
 
@@ -346,6 +348,7 @@ const operatorArbitrary: fc.Arbitrary<OperatorChoice> = fc.oneof(
     ),
   },
   { weight: 1, arbitrary: fc.constant({ kind: 'operator-message' as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'close' as const }) },
   {
     weight: 2,
     arbitrary: fc.record({
