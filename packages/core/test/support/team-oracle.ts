@@ -300,9 +300,10 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       session.state = 'closed'
       return { kind: 'close' }
     }
-    if (choice.kind === 'edit') return edit(choice.index % agents.length, choice.patch)
-    // What routing to a human left (paused or not) is open: nothing else until the session closes.
+    // What routing to a human left (paused or not) is open: nothing else until the session closes,
+    // not even an edit that could make the human agent an AI one.
     if (session.routedToHuman || session.state === 'closed') return null
+    if (choice.kind === 'edit') return edit(choice.index % agents.length, choice.patch)
     switch (choice.kind) {
       case 'reassign': {
         const target = choice.index % agents.length
@@ -339,7 +340,8 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   }
 
   function edit(index: number, patch: AgentEdit): OperatorAction {
-    const { handoff, ...flat } = patch
+    const { handoff, kind, ...rest } = patch
+    const flat = index === 0 || kind === undefined ? rest : { ...rest, kind }
     const allowedTargets = handoff?.allowedTargets.filter((target) => target < agents.length) ?? []
     const current = agents[index]!
     agents[index] = {

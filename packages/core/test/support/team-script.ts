@@ -95,6 +95,8 @@ export type OperatorChoice =
 export interface AgentEdit {
   readonly name?: string
   readonly role?: string
+  /** Not applied to the entry agent: what a human entry agent does with routing is not said. */
+  readonly kind?: 'ai' | 'human'
   readonly handoff?: {
     readonly enabled: boolean
     readonly allowedTargets: readonly number[]
@@ -358,6 +360,7 @@ const operatorArbitrary: fc.Arbitrary<OperatorChoice> = fc.oneof(
         {
           name: fc.constantFrom('renamed agent'),
           role: fc.constantFrom('sales', 'retention'),
+          kind: fc.constantFrom<'ai' | 'human'>('ai', 'human'),
           handoff: fc.record({
             enabled: fc.boolean(),
             allowedTargets: fc.uniqueArray(fc.nat({ max: 5 }), { maxLength: 4 }),
