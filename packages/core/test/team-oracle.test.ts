@@ -228,6 +228,9 @@ async function observe(
           session: sessionIds.indexOf(transfer.sessionId),
         }
       }),
+    usage: (await harness.storage.billing.listUsage({ companyId: harness.companyId, limit: 100 })).items
+      .map((record) => `${sessionIds.indexOf(record.sessionId)} ${record.model}`)
+      .sort(),
     sessions: await Promise.all(
       sessionIds.map((sessionId, index) => observeSession(harness, sessionId, expected.sessions[index])),
     ),

@@ -135,6 +135,11 @@ export interface ExpectedOutcome {
   /** What the channel delivered, in order, whichever session it was for. */
   readonly sent: readonly { readonly role: 'agent' | 'system' | 'operator'; readonly text: string }[]
   readonly transfers: readonly ExpectedTransfer[]
+  /**
+   * §9: every model call that answered is charged, classifier calls included: `<session> <model>`
+   * for each, sorted (the records of one turn share a time, so their order is not compared).
+   */
+  readonly usage: readonly string[]
   /** The customer's sessions, oldest first. */
   readonly sessions: readonly ExpectedSession[]
 }
@@ -184,6 +189,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   const requests: ExpectedRequest[] = []
   const sent: { role: 'agent' | 'system' | 'operator'; text: string }[] = []
   const transfers: ExpectedTransfer[] = []
+  const usage: string[] = []
   const sessions: SessionModel[] = []
   const steps: { agentId: number; step: ScriptedStep }[][] = []
   const texts: string[] = []
@@ -215,6 +221,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       requests,
       sent,
       transfers,
+      usage: usage.sort(),
       sessions: sessions.map((model) => ({
         stored: model.stored,
         agentPath: model.agentPath,
@@ -409,6 +416,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         route: { kind: 'null' },
         confidence: { kind: 'value', value: 0 },
       }
+      usage.push(`${sessions.length - 1} ${agent.routingModel ?? agent.llmModel}`)
       const decision = resolveClassifierAnswer(answer, config)
       messageSteps.push({ agentId: idOf(current), step: decision.step })
       const route =
@@ -481,6 +489,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         })
         const round: Round = pending.shift() ?? { kind: 'text', empty: false }
         const label = `m${messageIndex} r${roundNumber++}`
+        if (round.kind !== 'fail') usage.push(`${sessions.length - 1} ${agent.llmModel}`)
         if (round.kind === 'fail') {
           messageSteps.push({
             agentId: idOf(session.active),
