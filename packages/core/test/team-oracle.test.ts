@@ -11,6 +11,7 @@ import {
 } from '../src/testing/index.js'
 import {
   APP_TOOL,
+  CLOCK_STEP_MS,
   type ExpectedConversationMessage,
   type ExpectedOutcome,
   type ExpectedRequest,
@@ -97,7 +98,7 @@ function promptSharedContext(prompt: string): ExpectedSharedContext {
   for (const line of section.split('\n')) {
     if (line === '(empty)' || line === '') continue
     if (line.startsWith('- ')) {
-      journey.push(line.slice(line.indexOf(' ', 2) + 1))
+      journey.push(line.slice(2))
       continue
     }
     const separator = line.indexOf(': ')
@@ -161,7 +162,11 @@ async function observeSession(
   const session = (await harness.storage.sessions.get({ id: sessionId }))!
   const stored = await harness.storage.messages.list({ sessionId, limit: 10_000 })
   const { metadata } = session
-  const errors = metadata.errors.map((error) => ({ code: error.code, agentId: error.agentId ?? -1 }))
+  const errors = metadata.errors.map((error) => ({
+    code: error.code,
+    agentId: error.agentId ?? -1,
+    at: error.at,
+  }))
   // What the contract leaves open after routing to a human is taken as expected.
   const routedToHuman = expected?.routedToHuman ?? false
   return {
@@ -169,12 +174,14 @@ async function observeSession(
       role: message.role as 'customer' | 'agent' | 'system' | 'operator',
       text: message.text,
       ...(message.role === 'agent' ? { agentId: message.agentId ?? -1 } : {}),
+      at: message.at,
       ...(message.role === 'customer' ? {} : { delivery: message.delivery as 'sent' }),
     })),
     agentPath: metadata.agentPath.map((entry) => ({
       via: entry.via as 'initial',
       agentId: entry.agentId,
       agentName: entry.agentName,
+      timestamp: entry.timestamp,
       role: entry.role,
       depth: entry.depth,
       confidence: entry.confidence,
@@ -183,12 +190,18 @@ async function observeSession(
     })),
     ...(metadata.routing === undefined
       ? {}
-      : { routing: { reason: metadata.routing.reason, depth: metadata.routing.depth } }),
+      : {
+          routing: {
+            reason: metadata.routing.reason,
+            depth: metadata.routing.depth,
+            at: metadata.routing.at,
+          },
+        }),
     activeAgentId: session.activeAgentId,
     errors: routedToHuman ? errors.filter((error) => error.code !== 'HUMAN_TRANSFER_UNSUPPORTED') : errors,
     sharedContext: {
       facts: { ...metadata.sharedContext.facts },
-      journey: metadata.sharedContext.journey.map((entry) => entry.step),
+      journey: metadata.sharedContext.journey.map((entry) => `${entry.at} ${entry.step}`),
     },
     routedToHuman,
     state: routedToHuman && expected?.state !== 'closed' ? expected!.state : session.state,
@@ -275,16 +288,18 @@ describe('teams against an oracle of the contract', () => {
           let expected: ExpectedOutcome | undefined
           try {
             const ids = team.agents.map((_, index) => harness.agent(keyOf(index)))
-            const oracle = runOracle(team, script, ids)
+            const oracle = runOracle(team, script, ids, harness.clock.now())
             expected = oracle.expected
             if (team.transferFails) harness.connector.failNextTransfer(TRANSFER_FAILURE)
             const customer = harness.customer()
             const sessionIds: string[] = []
             for (const [index, text] of oracle.texts.entries()) {
               for (const { agentId, step } of oracle.steps[index]!) harness.model.script(agentId, step)
+              await harness.clock.advance(CLOCK_STEP_MS)
               await customer.says(text).catch((error: Error) => problems.push(error.message))
               const sessionId = (await customer.session()).id
               if (!sessionIds.includes(sessionId)) sessionIds.push(sessionId)
+              await harness.clock.advance(CLOCK_STEP_MS)
               const action = oracle.actions[index]
               if (action !== null && action !== undefined) {
                 const done = await operate(harness, sessionId, action)

@@ -52,6 +52,8 @@ export interface ExpectedPathEntry {
   readonly via: 'initial' | 'entry_routing' | 'handoff_tool' | 'manual'
   readonly agentId: number
   readonly agentName: string
+  /** §8: when the transition was recorded. */
+  readonly timestamp: string
   readonly role?: string
   readonly depth?: number
   readonly confidence?: number
@@ -99,6 +101,7 @@ export interface ExpectedTransfer {
 /** The SCC's facts, and its journey's steps in order. */
 export interface ExpectedSharedContext {
   readonly facts: Readonly<Record<string, string>>
+  /** `<at> <step>`, as the prompt's journey lines show them. */
   readonly journey: readonly string[]
 }
 
@@ -107,6 +110,7 @@ export interface ExpectedSession {
     readonly role: 'customer' | 'agent' | 'system' | 'operator'
     readonly text: string
     readonly agentId?: number
+    readonly at: string
     /** Outgoing messages only: every one reaches the channel. */
     readonly delivery?: 'sent'
   }[]
@@ -114,9 +118,10 @@ export interface ExpectedSession {
   readonly routing?: {
     readonly reason: 'resolved' | 'max_depth' | 'cycle' | 'fallback'
     readonly depth: number
+    readonly at: string
   }
   readonly activeAgentId: number
-  readonly errors: readonly { readonly code: string; readonly agentId: number }[]
+  readonly errors: readonly { readonly code: string; readonly agentId: number; readonly at: string }[]
   readonly sharedContext: ExpectedSharedContext
   /**
    * Entry routing ended on a human agent. The contract says only that no agent then runs (§8);
@@ -151,7 +156,7 @@ interface SessionModel {
   routing?: ExpectedSession['routing']
   /** The index of the active agent. */
   active: number
-  errors: { code: string; agentId: number }[]
+  errors: { code: string; agentId: number; at: string }[]
   facts: Record<string, string>
   journey: string[]
   routedToHuman: boolean
@@ -179,7 +184,13 @@ export interface OracleRun {
 
 export const customerText = (message: number): string => `customer message ${message}`
 
-export function runOracle(team: Team, script: TeamScript, ids: readonly number[]): OracleRun {
+/**
+ * The clock moves on a second before each customer message and before each operator's turn after
+ * it: message `i` is handled at `start` + 2i + 1 seconds, its operator's action at + 2i + 2.
+ */
+export const CLOCK_STEP_MS = 1000
+
+export function runOracle(team: Team, script: TeamScript, ids: readonly number[], start: Date): OracleRun {
   // Operators edit agents between messages: what the team is now.
   const agents: TeamAgent[] = [...team.agents]
   const idOf = (index: number) => ids[index]!
@@ -206,13 +217,18 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       agentId: idOf(index),
       agentName: agent.name,
       ...(agent.role === undefined ? {} : { role: agent.role }),
+      timestamp: now,
     }
   }
   // The customer's session: a message after a close opens a new one (§6).
+  const at = (step: number) => new Date(start.getTime() + step * CLOCK_STEP_MS).toISOString()
+  let now = at(1)
   let session = openSession()
 
   for (const [messageIndex, message] of script.messages.entries()) {
+    now = at(2 * messageIndex + 1)
     customerWrites(messageIndex, message.rounds)
+    now = at(2 * messageIndex + 2)
     actions.push(operate(message.operator, messageIndex))
   }
 
@@ -264,13 +280,14 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       role,
       text,
       ...(role === 'agent' ? { agentId: idOf(agentIndex) } : {}),
+      at: now,
       delivery: 'sent',
     })
     sent.push({ role, text })
   }
 
   function recordError(code: string, agentIndex: number): void {
-    session.errors.push({ code, agentId: idOf(agentIndex) })
+    session.errors.push({ code, agentId: idOf(agentIndex), at: now })
   }
 
   function customerWrites(messageIndex: number, rounds: readonly Round[]): void {
@@ -281,7 +298,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     steps.push(messageSteps)
     // The history of this message's calls: what was stored before it, conversational and unblocked.
     const prior = session.stored.filter((storedMessage) => storedMessage.role !== 'system')
-    session.stored.push({ role: 'customer', text })
+    session.stored.push({ role: 'customer', text, at: now })
     const first = session.customerMessages === 0
     session.customerMessages += 1
     // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
@@ -335,11 +352,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         if (session.state !== 'paused') return null
         session.state = 'ongoing'
         session.pausedByFailedTransfer = false
-        if (choice.note !== undefined) session.journey.push(`Operator note: ${choice.note}`)
+        if (choice.note !== undefined) session.journey.push(`${now} Operator note: ${choice.note}`)
         return { kind: 'resume', ...(choice.note === undefined ? {} : { note: choice.note }) }
       case 'operator-message': {
         const text = `operator writes after customer message ${messageIndex}`
-        session.stored.push({ role: 'operator', text, delivery: 'sent' })
+        session.stored.push({ role: 'operator', text, at: now, delivery: 'sent' })
         sent.push({ role: 'operator', text })
         return { kind: 'operator-message', text }
       }
@@ -396,11 +413,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     for (;;) {
       const config = agents[current]!.routing
       if (config === undefined || !config.enabled) {
-        session.routing = { reason: 'resolved', depth: hops }
+        session.routing = { reason: 'resolved', depth: hops, at: now }
         return current
       }
       if (hops >= cap) {
-        session.routing = { reason: 'max_depth', depth: hops }
+        session.routing = { reason: 'max_depth', depth: hops, at: now }
         return current
       }
       const agent = agents[current]!
@@ -424,11 +441,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
           ? undefined
           : config.routes.find((candidate) => candidate.id === decision.routeId)
       if (decision.unparseable || route === undefined || decision.confidence < config.threshold) {
-        session.routing = { reason: 'fallback', depth: hops + 1 }
+        session.routing = { reason: 'fallback', depth: hops + 1, at: now }
         return current
       }
       if (onPath.has(route.target)) {
-        session.routing = { reason: 'cycle', depth: hops + 1 }
+        session.routing = { reason: 'cycle', depth: hops + 1, at: now }
         return current
       }
       hops += 1
@@ -524,7 +541,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
             continue
           }
           if (call.kind === 'append-journey') {
-            session.journey.push(call.step)
+            session.journey.push(`${now} ${call.step}`)
             results.push({ role: 'tool', toolCallId: toolCall.id })
             continue
           }
