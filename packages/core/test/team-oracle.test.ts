@@ -24,10 +24,12 @@ import {
 import { type Team, teamArbitrary, teamScriptArbitrary } from './support/team-script.js'
 
 /**
- * Entry routing and handoff chains of random teams, answered by random classifier and model
- * scripts, against an oracle written from the contract's words (support/team-oracle.ts): what the
- * session records, what is stored and sent, and what each model call is for and is given.
- * TEAM_ORACLE_RUNS explores further (a few milliseconds a run).
+ * Entry routing and handoff chains of random teams (support/team-script.ts), answered by random
+ * classifier and model scripts, with an operator reassigning, resuming, writing, closing or
+ * editing agents between the customer's messages, against an oracle written from the contract's
+ * words (support/team-oracle.ts): what each session records (path, routing, active agent, errors,
+ * SCC, state, timestamps), what is stored, sent and transferred, what is charged, and what each
+ * model call is for and is given. TEAM_ORACLE_RUNS explores further (a few milliseconds a run).
  */
 const RUNS = Number(process.env.TEAM_ORACLE_RUNS ?? 150)
 
