@@ -462,6 +462,29 @@ export function runKnowledgeIndexConformance(
       }
     })
 
+    // A document added again for another agent moves there, changing both agents' counts at once:
+    // two moving between the same agents in opposite directions must each wait for the other.
+    it('moves documents between two agents in opposite directions at the same time', async () => {
+      const index = await createIndex()
+      const first = uniqueId()
+      const second = uniqueId()
+      for (let round = 0; round < 10; round++) {
+        const companyId = uniqueId()
+        await index.add({ companyId, agentId: first, documentId: 'north', content: 'North depot refunds.' })
+        await index.add({ companyId, agentId: second, documentId: 'south', content: 'South depot refunds.' })
+
+        await Promise.all([
+          index.add({ companyId, agentId: second, documentId: 'north', content: 'North depot refunds.' }),
+          index.add({ companyId, agentId: first, documentId: 'south', content: 'South depot refunds.' }),
+        ])
+
+        const ofFirst = await index.search({ companyId, agentId: first, query: 'depot refunds', limit: 10 })
+        const ofSecond = await index.search({ companyId, agentId: second, query: 'depot refunds', limit: 10 })
+        expect(ofFirst.map((passage) => passage.documentId)).toEqual(['south'])
+        expect(ofSecond.map((passage) => passage.documentId)).toEqual(['north'])
+      }
+    })
+
     it('answers nothing once every document is gone, and scores documents added afterwards afresh', async () => {
       const index = await createIndex()
       const agentId = uniqueId()
