@@ -21,6 +21,8 @@ export interface PostgresKnowledgeIndexOptions {
 
 /** The first key of the advisory lock that makes two adds of one document wait for each other. */
 const DOCUMENT_LOCK_KEY = 1_935_762_042
+/** The first key of the advisory locks an add takes on the agents whose totals it changes. */
+const AGENT_LOCK_KEY = 1_935_762_043
 
 /**
  * A knowledge index on PostgreSQL. Passages and their content words are found exactly as core's
@@ -52,6 +54,20 @@ export async function createPostgresKnowledgeIndex(
           DOCUMENT_LOCK_KEY,
           `${document.companyId}:${document.documentId}`,
         ])
+        // A document added for another agent moves there, changing both agents' totals rows. Their
+        // locks first, in key order, so that two documents moving between the same agents in
+        // opposite directions wait for each other instead of deadlocking. The agent it is in stays
+        // put while the document's lock is held, and this statement's snapshot follows that lock.
+        await client.query(
+          `SELECT count(pg_advisory_xact_lock($1, lock_key)) AS locked FROM (
+            SELECT DISTINCT hashtext(company_id || ':' || agent_id) AS lock_key FROM (
+              SELECT company_id, agent_id FROM knowledge_passages WHERE company_id = $2 AND document_id = $3
+              UNION ALL SELECT $2::integer, $4::integer
+            ) AS agents
+            ORDER BY lock_key
+          ) AS lock_keys`,
+          [AGENT_LOCK_KEY, document.companyId, document.documentId, document.agentId],
+        )
         // Removed and added again, so a replaced document ranks after older ones on ties, as a
         // fresh insertion would in the memory index.
         await client.query('DELETE FROM knowledge_passages WHERE company_id = $1 AND document_id = $2', [
