@@ -410,8 +410,9 @@ function runAgreementCases(sqlIndex: () => KnowledgeIndex): void {
     'answer the same passages with the same scores when documents change at the same time',
     async () => {
       await fc.assert(
-        fc.asyncProperty(fc.array(batch, { maxLength: Math.ceil(MAX_OPERATIONS / 4) }), (batches) =>
-          runBatchesAgainst(sqlIndex(), batches),
+        fc.asyncProperty(
+          fc.array(batch, { maxLength: Math.ceil(MAX_OPERATIONS / 4), size: 'max' }),
+          (batches) => runBatchesAgainst(sqlIndex(), batches),
         ),
         { numRuns: RUNS },
       )
