@@ -93,13 +93,16 @@ export interface Model {
   readonly duplicateLogs: { text: string | undefined }[]
   /** Status hooks sent with a `webhook-id`, which the platform may send again. */
   readonly hooksSent: { payload: Record<string, unknown>; webhookId: string }[]
+  /** The HTTP statuses of webhooks refused (CONTRACT §5 `rejected`): a stale secret, an inactive integration. */
+  readonly rejectedLogs: number[]
 }
 
 export interface Real {
   readonly url: string
   readonly token: string
   readonly integrationId: string
-  readonly webhookSecret: string
+  /** The integration's webhook secret, one for every server: a rotation through one changes it. */
+  readonly signing: { secret: string }
   readonly agentIds: Record<AgentName, number>
   readonly platform: FakePlatform
 }
@@ -138,13 +141,18 @@ async function api(real: Real, method: string, path: string, body?: unknown): Pr
   return checkedAnswer(`${method} ${path}`, response.status, await response.text())
 }
 
-async function webhook(real: Real, payload: Record<string, unknown>, webhookId?: string): Promise<Answer> {
+async function webhook(
+  real: Real,
+  payload: Record<string, unknown>,
+  webhookId?: string,
+  secret = real.signing.secret,
+): Promise<Answer> {
   const raw = JSON.stringify(payload)
   const response = await fetch(`${real.url}/api/webhook/msgplatform/${real.integrationId}`, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      'x-webhook-signature': signWebhookBody(raw, real.webhookSecret),
+      'x-webhook-signature': signWebhookBody(raw, secret),
       ...(webhookId === undefined ? {} : { 'webhook-id': webhookId }),
     },
     body: raw,
@@ -691,7 +699,11 @@ async function expectWebhookLogs(real: Real, model: Model) {
     cursor = page.body.nextCursor as string | null
     if (cursor === null) break
   }
-  expect(logs.every((log) => log.httpStatus === 200)).toBe(true)
+  const rejected = logs.filter((log) => log.outcome === 'rejected')
+  expect(rejected.map((log) => log.httpStatus).sort(), 'webhooks refused').toEqual(
+    [...model.rejectedLogs].sort(),
+  )
+  expect(logs.every((log) => log.outcome === 'rejected' || log.httpStatus === 200)).toBe(true)
   const stored = new Map<string, { text: string; sessionId: string }>()
   const modelOf = new Map<string, { message: ModelMessage; session: ModelSession }>()
   for (const customer of model.customers) {
@@ -1367,6 +1379,61 @@ class HookOnEveryNode extends StatusHook {
 }
 
 /**
+ * The owner changes the integration through one server while the server the platform reaches has
+ * it remembered from a webhook (CONTRACT §5): a rotated secret stops working and the new one works
+ * at once, a switched-off integration answers 403 until it is switched on again. The platform
+ * then sends the refused message again, and it is taken.
+ */
+class IntegrationChange implements Command {
+  constructor(
+    readonly change: 'rotate-secret' | 'switch-off',
+    readonly customer: number,
+    readonly word: Word,
+    readonly changedOn: number,
+  ) {}
+  check = () => true
+  async run(model: Model, world: World) {
+    const { real } = world
+    const owner = nodeOf(world, this.changedOn)
+    const path = `/api/integrations/${real.integrationId}`
+    // A fresh read of the integration, which the server then remembers.
+    const verified = await fetch(`${real.url}/api/webhook/msgplatform/${real.integrationId}`)
+    expect(await verified.json(), 'verification').toEqual({ ok: true, verified: true })
+    model.batch += 1
+    const { customer, message } = receive(
+      model,
+      this.customer,
+      this.word,
+      CHANNELS[0],
+      TRANSPORTS[0],
+      model.batch,
+    )
+    const payload = messagePayload(customer.clientId, message)
+    if (this.change === 'rotate-secret') {
+      const rotated = await api(owner, 'POST', `${path}/rotate-secret`)
+      expect(rotated.status, JSON.stringify(rotated.body)).toBe(200)
+      const stale = real.signing.secret
+      real.signing.secret = String(rotated.body.webhookSecret)
+      expect(real.signing.secret).not.toBe(stale)
+      const refused = await webhook(real, payload, undefined, stale)
+      expectError(refused, 401, 'INVALID_SIGNATURE', 'a message signed with the secret rotated away')
+      model.rejectedLogs.push(401)
+    } else {
+      const off = await api(owner, 'PATCH', path, { active: false })
+      expect({ status: off.status, active: off.body.active }).toEqual({ status: 200, active: false })
+      const refused = await webhook(real, payload)
+      expectError(refused, 403, 'INTEGRATION_INACTIVE', 'a message to a switched-off integration')
+      model.rejectedLogs.push(403)
+      const on = await api(owner, 'PATCH', path, { active: true })
+      expect({ status: on.status, active: on.body.active }).toEqual({ status: 200, active: true })
+    }
+    const taken = await sendMessage(real, customer.clientId, message)
+    expect(taken, `message ${message.text} sent again`).toEqual({ status: 200, body: { ok: true } })
+  }
+  toString = () => `${this.change}@${this.changedOn}(c${this.customer}, ${this.word})`
+}
+
+/**
  * The commands against `servers` servers on one storage. With one, every command goes to it; with
  * more, fast-check picks the server of each command and of each part of a burst, race or clash, and
  * adds the same message or status hook delivered to every server at once.
@@ -1393,6 +1460,14 @@ export function modelCommands(servers = 1): fc.Arbitrary<Command>[] {
         >,
       )
       .map(([customer, hook]) => new HookOnEveryNode(customer, hook)),
+    fc
+      .tuple(
+        fc.constantFrom('rotate-secret', 'switch-off') as fc.Arbitrary<'rotate-secret' | 'switch-off'>,
+        customerIndex,
+        word,
+        node,
+      )
+      .map(([change, customer, w, on]) => new IntegrationChange(change, customer, w, on)),
   ].map((arbitrary) => fc.tuple(node, arbitrary).map(([at, command]) => new OnNode(at, command)))
 }
 
@@ -1522,6 +1597,7 @@ export function newModel(run: number): Model {
     hookLogs: [],
     duplicateLogs: [],
     hooksSent: [],
+    rejectedLogs: [],
   }
 }
 
@@ -1581,7 +1657,7 @@ export async function setUpCompany(url: string, platform: FakePlatform, run: num
     url,
     token,
     integrationId: integration.id,
-    webhookSecret: integration.webhookSecret,
+    signing: { secret: integration.webhookSecret },
     agentIds: { reception: reception.id, sales: sales.id, human: human.id },
     platform,
   }
