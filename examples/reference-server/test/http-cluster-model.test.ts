@@ -29,14 +29,16 @@ import { type IsolatedStorage, isolatedStorage, onPostgres } from './support/iso
  * as far as the contract can tell, and this test can ask each whether it is idle rather than guess.
  *
  * HTTP_CLUSTER_MODEL_RUNS (default 6) sets the number of runs, HTTP_CLUSTER_MODEL_COMMANDS
- * (default 25) the longest sequence, HTTP_CLUSTER_MODEL_SEED replays a run. Only a real server
- * can be shared, so it runs with DATABASE_URL only (CI sets it).
+ * (default 25) the longest sequence, HTTP_CLUSTER_MODEL_SEED with HTTP_CLUSTER_MODEL_PATH replays a
+ * failing run (fast-check prints both; timing decides some failures, so a replay may pass). Only a
+ * real server can be shared, so it runs with DATABASE_URL only (CI sets it).
  */
 
 const RUNS = Number(process.env.HTTP_CLUSTER_MODEL_RUNS ?? 6)
 const COMMANDS = Number(process.env.HTTP_CLUSTER_MODEL_COMMANDS ?? 25)
 const SEED =
   process.env.HTTP_CLUSTER_MODEL_SEED === undefined ? undefined : Number(process.env.HTTP_CLUSTER_MODEL_SEED)
+const PATH = process.env.HTTP_CLUSTER_MODEL_PATH
 const SERVERS = 2
 
 // Only a real server can be shared by processes; CI always sets DATABASE_URL, so this never skips there.
@@ -81,7 +83,11 @@ describe.runIf(onPostgres)('two reference servers on one PostgreSQL, against the
           await settle({ ...world, real: nodes[1]! }, model)
         },
       ),
-      { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }) },
+      {
+        numRuns: RUNS,
+        ...(SEED === undefined ? {} : { seed: SEED }),
+        ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }),
+      },
     )
   }, 600_000)
 })

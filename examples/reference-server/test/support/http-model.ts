@@ -768,15 +768,23 @@ function matches(
   return from(0, 0)
 }
 
-/** Every server idle in turn: a job one of them left may be taken by the next. */
-async function everyServerIdle(services: readonly ReferenceServer[]) {
-  for (const service of services) await service.switchboard.idle()
+/**
+ * Every server idle and no job queued: a server that said it was idle may take a job after all,
+ * the next of a session whose job another server just finished, so one pass over them is not enough.
+ */
+async function everyServerIdle(services: readonly ReferenceServer[], deadline: number) {
+  for (;;) {
+    for (const service of services) await service.switchboard.idle()
+    if ((await services[0]!.switchboard.storage.jobs.pending({})) === 0) return
+    if (Date.now() > deadline) throw new Error('jobs still queued after 15 s')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
 }
 
 /** No turn or delivery under way, then no reply pending: polled, with a deadline. */
 async function waitUntilIdle(real: Real, model: Model, services: readonly ReferenceServer[]) {
   const deadline = Date.now() + 15_000
-  await everyServerIdle(services)
+  await everyServerIdle(services, deadline)
   for (const customer of model.customers) {
     for (const session of customer.sessions) {
       const id = await sessionIdOf(real, customer, session)
@@ -785,7 +793,7 @@ async function waitUntilIdle(real: Real, model: Model, services: readonly Refere
         if (!stored.some((message) => message.delivery === 'pending')) break
         if (Date.now() > deadline) throw new Error(`replies of ${id} still pending after 15 s`)
         await new Promise((resolve) => setTimeout(resolve, 20))
-        await everyServerIdle(services)
+        await everyServerIdle(services, deadline)
       }
     }
   }
