@@ -46,20 +46,16 @@ describe.runIf(onPostgres)('two reference servers on one PostgreSQL, against the
   let storage: IsolatedStorage | undefined
   const services: ReferenceServer[] = []
   let platform: FakePlatform
+  let startServer: () => Promise<ReferenceServer>
   let runs = 0
 
   beforeAll(async () => {
     platform = await startFakePlatform()
     storage = await isolatedStorage('http-cluster-model')
     const config = readConfig({ PORT: '0', LOG_LEVEL: 'silent', ...storage.environment })
+    startServer = () => startReferenceServer(config, { passwordHasher: createFakePasswordHasher() })
     // Started together: both migrate the empty schema at the same moment.
-    services.push(
-      ...(await Promise.all(
-        Array.from({ length: SERVERS }, () =>
-          startReferenceServer(config, { passwordHasher: createFakePasswordHasher() }),
-        ),
-      )),
-    )
+    services.push(...(await Promise.all(Array.from({ length: SERVERS }, startServer))))
   })
 
   afterAll(async () => {
@@ -77,10 +73,10 @@ describe.runIf(onPostgres)('two reference servers on one PostgreSQL, against the
           const real = await setUpCompany(services[runs % SERVERS]!.url, platform, runs)
           const nodes = services.map((service) => throughServer(real, service.url))
           const model = newModel(runs)
-          const world: World = { real: nodes[0]!, nodes, services }
+          // A restart replaces a server in `services` and `nodes`, in place.
+          const world: World = { real: nodes[0]!, nodes, services, startServer }
           await fc.asyncModelRun(() => ({ model, real: world }), sequence)
-          await settle(world, model)
-          await settle({ ...world, real: nodes[1]! }, model)
+          for (const node of nodes) await settle({ ...world, real: node }, model)
         },
       ),
       {

@@ -802,9 +802,11 @@ async function waitUntilIdle(real: Real, model: Model, services: readonly Refere
 export interface World {
   /** The server a command talks to. */
   readonly real: Real
-  /** Every server, all on one storage; `real` is one of them. */
-  readonly nodes: readonly Real[]
-  readonly services: readonly ReferenceServer[]
+  /** Every server, all on one storage; `real` is one of them. A restart puts a new one in its place. */
+  readonly nodes: Real[]
+  readonly services: ReferenceServer[]
+  /** Starts one more server on the storage, for a restart. */
+  readonly startServer?: () => Promise<ReferenceServer>
   /** Set while two operations on one session are checked: an answer may show the other's effect. */
   racing?: boolean
 }
@@ -1442,6 +1444,78 @@ class IntegrationChange implements Command {
 }
 
 /**
+ * A server shuts down as on SIGTERM (CONTRACT §11: it lets its turns and deliveries finish) once
+ * it answered `closeAfter` of the messages the platform sends it, then starts again. A message it acknowledged is kept and
+ * answered; one it did not (the connection refused or cut, a 5xx) the platform sends to another
+ * server, which stores it once: it is new there, or a duplicate of the one stored after all.
+ */
+class Restart implements Command {
+  constructor(
+    readonly node: number,
+    readonly parts: { customer: number; word: Word }[],
+    readonly closeAfter: number,
+  ) {}
+  check = () => true
+  async run(model: Model, world: World) {
+    const index = this.node % world.nodes.length
+    const stopping = world.nodes[index]!
+    const other = world.nodes[(index + 1) % world.nodes.length]!
+    model.batch += 1
+    const batch = model.batch
+    const received = this.parts.map((part, position) =>
+      receive(model, part.customer, part.word, CHANNELS[position % 2]!, TRANSPORTS[1], batch, position === 0),
+    )
+    let answered = 0
+    let closing: Promise<void> | undefined
+    const close = () => {
+      closing ??= world.services[index]!.close()
+    }
+    if (this.closeAfter === 0) close()
+    const answers = await Promise.all(
+      received.map(async ({ customer, message }) => {
+        const answer = await unlessRefused(sendMessage(stopping, customer.clientId, message))
+        answered += 1
+        if (answered >= this.closeAfter) close()
+        return answer
+      }),
+    )
+    close()
+    await closing
+    // In its place before anything is checked, so a failure leaves the next run two servers.
+    const started = await world.startServer!()
+    world.services[index] = started
+    world.nodes[index] = throughServer(stopping, started.url)
+    for (const [position, answer] of answers.entries()) {
+      const { customer, message } = received[position]!
+      if (answer !== undefined) {
+        expect(answer, `message ${message.text} during the shutdown`).toEqual({
+          status: 200,
+          body: { ok: true },
+        })
+        continue
+      }
+      const again = await sendMessage(other, customer.clientId, message)
+      expect(again.status, `message ${message.text} sent again`).toBe(200)
+      expect([{ ok: true }, { ok: true, duplicate: true }]).toContainEqual(again.body)
+      if (again.body.duplicate === true) model.duplicateLogs.push({ text: message.text })
+    }
+  }
+  toString = () =>
+    `restart@${this.node}(${this.parts.map((part) => `c${part.customer}:${part.word}`).join(', ')}, closed after ${this.closeAfter})`
+}
+
+/** The answer, or undefined when the server refused the request or failed it (no answer, a 5xx). */
+async function unlessRefused(answer: Promise<Answer>): Promise<Answer | undefined> {
+  try {
+    return await answer
+  } catch (error) {
+    // fetch fails with a TypeError when the connection is refused or cut; checkedAnswer throws on a 5xx.
+    if (error instanceof TypeError || /answered 5\d\d/.test(String(error))) return undefined
+    throw error
+  }
+}
+
+/**
  * The commands against `servers` servers on one storage. With one, every command goes to it; with
  * more, fast-check picks the server of each command and of each part of a burst, race or clash, and
  * adds the same message or status hook delivered to every server at once.
@@ -1476,7 +1550,17 @@ export function modelCommands(servers = 1): fc.Arbitrary<Command>[] {
         node,
       )
       .map(([change, customer, w, on]) => new IntegrationChange(change, customer, w, on)),
-  ].map((arbitrary) => fc.tuple(node, arbitrary).map(([at, command]) => new OnNode(at, command)))
+  ]
+    .map((arbitrary) => fc.tuple(node, arbitrary).map(([at, command]): Command => new OnNode(at, command)))
+    .concat(
+      fc
+        .tuple(
+          node,
+          fc.array(fc.record({ customer: customerIndex, word }), { minLength: 1, maxLength: 3 }),
+          fc.nat({ max: 3 }),
+        )
+        .map(([at, parts, closeAfter]) => new Restart(at, parts, Math.min(closeAfter, parts.length))),
+    )
 }
 
 const customerIndex = fc.nat({ max: CUSTOMERS - 1 })
