@@ -64,26 +64,30 @@ describe.runIf(onPostgres)('two reference servers on one PostgreSQL, against the
     await storage?.remove()
   })
 
-  it('keeps every session, message and reply the model expects, whichever server is asked', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.commands(modelCommands(SERVERS), { maxCommands: COMMANDS, size: 'max' }),
-        async (sequence) => {
-          runs += 1
-          const real = await setUpCompany(services[runs % SERVERS]!.url, platform, runs)
-          const nodes = services.map((service) => throughServer(real, service.url))
-          const model = newModel(runs)
-          // A restart replaces a server in `services` and `nodes`, in place.
-          const world: World = { real: nodes[0]!, nodes, services, startServer }
-          await fc.asyncModelRun(() => ({ model, real: world }), sequence)
-          for (const node of nodes) await settle({ ...world, real: node }, model)
+  it(
+    'keeps every session, message and reply the model expects, whichever server is asked',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.commands(modelCommands(SERVERS), { maxCommands: COMMANDS, size: 'max' }),
+          async (sequence) => {
+            runs += 1
+            const real = await setUpCompany(services[runs % SERVERS]!.url, platform, runs)
+            const nodes = services.map((service) => throughServer(real, service.url))
+            const model = newModel(runs)
+            // A restart replaces a server in `services` and `nodes`, in place.
+            const world: World = { real: nodes[0]!, nodes, services, startServer }
+            await fc.asyncModelRun(() => ({ model, real: world }), sequence)
+            for (const node of nodes) await settle({ ...world, real: node }, model)
+          },
+        ),
+        {
+          numRuns: RUNS,
+          ...(SEED === undefined ? {} : { seed: SEED }),
+          ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }),
         },
-      ),
-      {
-        numRuns: RUNS,
-        ...(SEED === undefined ? {} : { seed: SEED }),
-        ...(PATH === undefined ? {} : { path: PATH, endOnFailure: true }),
-      },
-    )
-  }, 600_000)
+      )
+    },
+    Math.max(600_000, RUNS * COMMANDS * 500),
+  )
 })
