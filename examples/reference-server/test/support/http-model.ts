@@ -1445,9 +1445,10 @@ class IntegrationChange implements Command {
 
 /**
  * A server shuts down as on SIGTERM (CONTRACT §11: it lets its turns and deliveries finish) once
- * it answered `closeAfter` of the messages the platform sends it, then starts again. A message it acknowledged is kept and
- * answered; one it did not (the connection refused or cut, a 5xx) the platform sends to another
- * server, which stores it once: it is new there, or a duplicate of the one stored after all.
+ * it answered `closeAfter` of the messages the platform sends it, then starts again. A message it
+ * acknowledged is kept and answered; one it did not (the connection refused or cut, a 5xx) the
+ * platform sends to another server, which stores it once: it is new there, or a duplicate of the
+ * one stored after all.
  */
 class Restart implements Command {
   constructor(
@@ -1518,7 +1519,8 @@ async function unlessRefused(answer: Promise<Answer>): Promise<Answer | undefine
 /**
  * The commands against `servers` servers on one storage. With one, every command goes to it; with
  * more, fast-check picks the server of each command and of each part of a burst, race or clash, and
- * adds the same message or status hook delivered to every server at once.
+ * adds the same message or status hook delivered to every server at once, changes of the
+ * integration one server remembers made through another, and restarts.
  */
 export function modelCommands(servers = 1): fc.Arbitrary<Command>[] {
   const single = servers === 1
