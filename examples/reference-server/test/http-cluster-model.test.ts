@@ -15,23 +15,26 @@ import {
 import { type IsolatedStorage, isolatedStorage, onPostgres } from './support/isolated-storage.js'
 
 /*
- * The HTTP model test (test/support/http-model.ts) against two servers on one PostgreSQL, as
- * CONTRACT §1 and §11 allow: fast-check sends each command to either server, splits a customer's
- * messages, a burst, a race or a clash of operators between them, and delivers one message or
- * status hook to both at once (a platform retry reaching the other process while the first try is
- * under way). Besides what the one-server test checks (no 500, each message stored once and in
- * order, one reply per answered message from the right agent, delivered once), once things settle
- * both servers read every session, message list and webhook log alike.
+ * The HTTP model test (test/support/http-model.ts) against two servers (or more) on one
+ * PostgreSQL, as CONTRACT §1 and §11 allow: fast-check sends each command to either server, splits
+ * a customer's messages, a burst, a race or a clash of operators between them, delivers one
+ * message or status hook to both at once (a platform retry reaching the other process while the
+ * first try is under way), changes the integration through one server while the other remembers
+ * it, and restarts a server while messages reach it. Besides what the one-server test checks (no
+ * 500, each message stored once and in order, one reply per answered message from the right
+ * agent, delivered once), once things settle every server reads every session, message list and
+ * webhook log alike.
  *
- * The two servers run in this process, each with its own connection pool, workers, event bus
- * and remembered integrations: nothing of the service is shared between them but the database
- * (the SDK's only module-level state is a timestamp formatting cache), so they are two processes
+ * The servers run in this process, each with its own connection pool, workers, event bus and
+ * remembered integrations: nothing of the service is shared between them but the database (the
+ * SDK's only module-level state is a timestamp formatting cache), so they are separate processes
  * as far as the contract can tell, and this test can ask each whether it is idle rather than guess.
  *
  * HTTP_CLUSTER_MODEL_RUNS (default 6) sets the number of runs, HTTP_CLUSTER_MODEL_COMMANDS
- * (default 25) the longest sequence, HTTP_CLUSTER_MODEL_SEED with HTTP_CLUSTER_MODEL_PATH replays a
- * failing run (fast-check prints both; timing decides some failures, so a replay may pass). Only a
- * real server can be shared, so it runs with DATABASE_URL only (CI sets it).
+ * (default 25) the longest sequence, HTTP_CLUSTER_MODEL_SERVERS (default 2) the servers;
+ * HTTP_CLUSTER_MODEL_SEED with HTTP_CLUSTER_MODEL_PATH replays a failing run (fast-check prints
+ * both; timing decides some failures, so a replay may pass). Only a real server can be shared, so
+ * it runs with DATABASE_URL only (CI sets it).
  */
 
 const RUNS = Number(process.env.HTTP_CLUSTER_MODEL_RUNS ?? 6)
@@ -39,10 +42,10 @@ const COMMANDS = Number(process.env.HTTP_CLUSTER_MODEL_COMMANDS ?? 25)
 const SEED =
   process.env.HTTP_CLUSTER_MODEL_SEED === undefined ? undefined : Number(process.env.HTTP_CLUSTER_MODEL_SEED)
 const PATH = process.env.HTTP_CLUSTER_MODEL_PATH
-const SERVERS = 2
+const SERVERS = Number(process.env.HTTP_CLUSTER_MODEL_SERVERS ?? 2)
 
 // Only a real server can be shared by processes; CI always sets DATABASE_URL, so this never skips there.
-describe.runIf(onPostgres)('two reference servers on one PostgreSQL, against the HTTP model', () => {
+describe.runIf(onPostgres)('reference servers on one PostgreSQL, against the HTTP model', () => {
   let storage: IsolatedStorage | undefined
   const services: ReferenceServer[] = []
   let platform: FakePlatform
