@@ -487,6 +487,29 @@ export function runStorageConformance(
         expect(await storage.sessions.get({ id: randomUUID() })).toBeNull()
       })
 
+      // A session's times are ISO text; past the year 9999 it has six digits and a sign.
+      it('keeps creation and update times past the year 9999', async () => {
+        const createdAt = '+012000-01-01T00:00:00.000Z'
+        const updatedAt = '+012000-06-01T10:20:30.456Z'
+        const input = {
+          ...newSessionInput({
+            companyId,
+            integrationId: channel.integration.id,
+            agentId: channel.agent.id,
+            clientId: randomUUID(),
+          }),
+          createdAt,
+          updatedAt: createdAt,
+        }
+        const session = await storage.sessions.create(input)
+        const saved = await storage.sessions.save({ ...session, updatedAt })
+
+        expect(session).toMatchObject({ createdAt, updatedAt: createdAt })
+        expect(saved).toMatchObject({ createdAt, updatedAt })
+        const listed = await storage.sessions.list({ companyId, limit: 1 })
+        expect(listed.items.map((item) => item.id)).toEqual([session.id])
+      })
+
       it('refuses a second open session for the same customer on the same integration', async () => {
         const clientId = randomUUID()
         const open = await createSession(storage, channel, { clientId })
