@@ -8,8 +8,13 @@ export function toIso(value: unknown): string {
 
 /** The ISO text of a time for a `$n::timestamptz` parameter, so both drivers send the same. */
 export function timeParameter(date: Date): string {
+  return isoTimeParameter(date.toISOString())
+}
+
+/** `timeParameter` of a time the port hands over as ISO text (a session's creation and update). */
+export function isoTimeParameter(iso: string): string {
   // PostgreSQL reads the `+` of a six-digit ISO year (after 9999) as a time zone and fails.
-  return date.toISOString().replace(/^\+/, '')
+  return iso.replace(/^\+/, '')
 }
 
 /**

@@ -8,7 +8,15 @@ import type {
 } from '@switchboard/core'
 import type { DbClient, DbRow } from '../db.js'
 import { assertPageLimit, emptyPage, encodeCursor, takePage, timeCursorPosition } from '../paging.js'
-import { isBigintId, isUuid, jsonParameter, present, toInteger, toIso } from '../sql-values.js'
+import {
+  isBigintId,
+  isoTimeParameter,
+  isUuid,
+  jsonParameter,
+  present,
+  toInteger,
+  toIso,
+} from '../sql-values.js'
 import { keyFromStorage, storableKey, storableKeys } from '../storable-key.js'
 import { lookUpEachSql } from './look-up-each.js'
 import { sessionLockSql } from './session-lock.js'
@@ -65,8 +73,8 @@ function sessionParameters(session: Omit<Session, 'version'>): unknown[] {
     session.entryAgentId,
     jsonParameter(session.metadata),
     jsonParameter(session.pauseState),
-    session.createdAt,
-    session.updatedAt,
+    isoTimeParameter(session.createdAt),
+    isoTimeParameter(session.updatedAt),
   ]
 }
 
