@@ -975,6 +975,76 @@ export function runAccountStorageConformance(
       })
     })
 
+    // Only the keys the Storage port names (a customer's ids, external and delivery ids) are kept
+    // exact; the others are stored as PostgreSQL stores text, with U+FFFD in place of U+0000 and
+    // lone surrogates. A look-up stores nothing, yet must find the row by the text it was given,
+    // as a database's parameter does: either spelling names the one row.
+    it('finds emails, token hashes, logins and failure keys holding text PostgreSQL cannot hold as it is', async () => {
+      const unique = randomUUID()
+      const user = await createUser(storage, company, { email: `a\u0000${unique}@example.com` })
+      expect(await storage.users.findByEmail({ email: `a\uFFFD${unique}@example.com` })).toEqual(user)
+      expect(await storage.users.findByEmail({ email: `A\uD800${unique}@EXAMPLE.com` })).toEqual(user)
+      await expect(
+        createUser(storage, otherCompany, { email: `a\uDC00${unique}@example.com` }),
+      ).rejects.toThrow()
+
+      const apiHash = uniqueHash()
+      const apiToken = await storage.apiTokens.create({
+        id: randomUUID(),
+        companyId: company.id,
+        userId: user.id,
+        name: 'CI',
+        tokenHash: `${apiHash}\u0000`,
+        at: at(),
+      })
+      expect(await storage.apiTokens.findByHash({ tokenHash: `${apiHash}\u0000` })).toEqual(apiToken)
+      expect(await storage.apiTokens.findByHash({ tokenHash: `${apiHash}\uFFFD` })).toEqual(apiToken)
+
+      const refreshHash = uniqueHash()
+      const loginId = `${randomUUID()}\u0000`
+      const refreshToken = await storage.refreshTokens.create({
+        id: randomUUID(),
+        tokenHash: `${refreshHash}\uD800`,
+        userId: user.id,
+        companyId: company.id,
+        loginId,
+        expiresAt: at(DAY),
+        at: at(),
+      })
+      expect(await storage.refreshTokens.findByHash({ tokenHash: `${refreshHash}\uD800` })).toEqual(
+        refreshToken,
+      )
+      await expect(
+        storage.refreshTokens.create({
+          id: randomUUID(),
+          tokenHash: `${refreshHash}\uDC00`,
+          userId: user.id,
+          companyId: company.id,
+          loginId,
+          expiresAt: at(DAY),
+          at: at(),
+        }),
+      ).rejects.toThrow()
+      await storage.refreshTokens.revokeLogin({ loginId, at: at(MINUTE) })
+      expect(await storage.refreshTokens.findByHash({ tokenHash: `${refreshHash}\uFFFD` })).toEqual({
+        ...refreshToken,
+        revokedAt: at(MINUTE).toISOString(),
+      })
+
+      const failureKey = `${uniqueHash()}\u0000`
+      await storage.loginFailures.record({ emailKey: failureKey, at: at(MINUTE) })
+      await storage.loginFailures.record({ emailKey: failureKey, at: at(2 * MINUTE) })
+      expect(await storage.loginFailures.count({ emailKey: failureKey, since: at() })).toBe(2)
+      expect(
+        await storage.loginFailures.count({ emailKey: failureKey.replace('\u0000', '\uFFFD'), since: at() }),
+      ).toBe(2)
+      expect(await storage.loginFailures.oldestSince({ emailKey: failureKey, since: at() })).toBe(
+        at(MINUTE).toISOString(),
+      )
+      await storage.loginFailures.forget({ emailKey: failureKey, at: at(MINUTE) })
+      expect(await storage.loginFailures.count({ emailKey: failureKey, since: at() })).toBe(1)
+    })
+
     describe('transactions', () => {
       it('takes back every account write of a transaction that fails', async () => {
         const user = await createUser(storage, company)
