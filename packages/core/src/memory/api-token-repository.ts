@@ -1,6 +1,6 @@
 import type { ApiToken, ApiTokenRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isCursorTime, isNumberTuple, takePage } from './paging.js'
-import { snapshot } from './snapshot.js'
+import { snapshot, storedText } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredApiToken {
@@ -50,7 +50,9 @@ export function createApiTokenRepository(options: {
     create: (input) =>
       statement((log) => {
         if (apiTokens.rows.has(input.id)) throw new Error(`API token ${input.id} already exists`)
-        if (apiTokens.byHash.has(input.tokenHash)) throw new Error('An API token with this hash exists')
+        // The hash as stored, U+FFFD in place of what a text column cannot hold, and so looked up.
+        const tokenHash = storedText(input.tokenHash)
+        if (apiTokens.byHash.has(tokenHash)) throw new Error('An API token with this hash exists')
         const token = snapshot<ApiToken>({
           id: input.id,
           companyId: input.companyId,
@@ -60,17 +62,17 @@ export function createApiTokenRepository(options: {
         })
         log.set(apiTokens.rows, token.id, {
           token,
-          tokenHash: input.tokenHash,
+          tokenHash,
           createdAtMs: input.at.getTime(),
           deleted: false,
         })
-        log.set(apiTokens.byHash, input.tokenHash, token.id)
+        log.set(apiTokens.byHash, tokenHash, token.id)
         return token
       }),
 
     findByHash: ({ tokenHash }) =>
       statement(() => {
-        const id = apiTokens.byHash.get(tokenHash)
+        const id = apiTokens.byHash.get(storedText(tokenHash))
         const stored = id === undefined ? undefined : apiTokens.rows.get(id)
         return stored === undefined || stored.deleted ? null : stored.token
       }),

@@ -1,8 +1,12 @@
 import type { LoginFailureRepository } from '../ports/storage.js'
+import { storedText } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 export interface LoginFailureTable {
-  /** Failure times in milliseconds per email key, in the order recorded. */
+  /**
+   * Failure times in milliseconds per email key as stored (U+FFFD in place of what a text column
+   * cannot hold, so either spelling names one key), in the order recorded.
+   */
   readonly byKey: Map<string, readonly number[]>
 }
 
@@ -17,11 +21,12 @@ export function createLoginFailureRepository(options: {
   const { loginFailures, statement } = options
 
   const after = (emailKey: string, since: Date): number[] =>
-    (loginFailures.byKey.get(emailKey) ?? []).filter((time) => time > since.getTime())
+    (loginFailures.byKey.get(storedText(emailKey)) ?? []).filter((time) => time > since.getTime())
 
   return {
-    record: ({ emailKey, at }) =>
+    record: ({ emailKey: given, at }) =>
       statement((log) => {
+        const emailKey = storedText(given)
         log.set(loginFailures.byKey, emailKey, [...(loginFailures.byKey.get(emailKey) ?? []), at.getTime()])
       }),
 
@@ -43,8 +48,9 @@ export function createLoginFailureRepository(options: {
         }
       }),
 
-    forget: ({ emailKey, at }) =>
+    forget: ({ emailKey: given, at }) =>
       statement((log) => {
+        const emailKey = storedText(given)
         const times = loginFailures.byKey.get(emailKey) ?? []
         const index = times.lastIndexOf(at.getTime())
         if (index === -1) return

@@ -1,5 +1,5 @@
 import type { RefreshToken, RefreshTokenRepository } from '../ports/storage.js'
-import { snapshot } from './snapshot.js'
+import { snapshot, storedText } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 export interface RefreshTokenTable {
@@ -23,7 +23,9 @@ export function createRefreshTokenRepository(options: {
     create: (input) =>
       statement((log) => {
         if (refreshTokens.rows.has(input.id)) throw new Error(`Refresh token ${input.id} already exists`)
-        if (refreshTokens.byHash.has(input.tokenHash))
+        // The hash and login as stored, U+FFFD in place of what a text column cannot hold, and so
+        // looked up.
+        if (refreshTokens.byHash.has(storedText(input.tokenHash)))
           throw new Error('A refresh token with this hash exists')
         const token = snapshot<RefreshToken>({
           id: input.id,
@@ -48,7 +50,7 @@ export function createRefreshTokenRepository(options: {
 
     findByHash: ({ tokenHash }) =>
       statement(() => {
-        const id = refreshTokens.byHash.get(tokenHash)
+        const id = refreshTokens.byHash.get(storedText(tokenHash))
         return id === undefined ? null : (refreshTokens.rows.get(id) ?? null)
       }),
 
@@ -66,7 +68,7 @@ export function createRefreshTokenRepository(options: {
     revokeLogin: ({ loginId, at }) =>
       statement((log) => {
         const revokedAt = at.toISOString()
-        for (const id of refreshTokens.byLogin.get(loginId) ?? []) {
+        for (const id of refreshTokens.byLogin.get(storedText(loginId)) ?? []) {
           const token = refreshTokens.rows.get(id)!
           if (token.revokedAt !== undefined) continue
           log.set(refreshTokens.rows, id, snapshot<RefreshToken>({ ...token, revokedAt }))

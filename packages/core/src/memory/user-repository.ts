@@ -1,5 +1,5 @@
 import type { User, UserRepository } from '../ports/storage.js'
-import { snapshot } from './snapshot.js'
+import { snapshot, storedText } from './snapshot.js'
 import type { Statement } from './undo-log.js'
 
 export interface UserTable {
@@ -12,8 +12,9 @@ export function createUserTable(): UserTable {
   return { rows: new Map(), byEmail: new Map() }
 }
 
+/** As stored: U+FFFD in place of what a text column cannot hold, so either spelling finds it. */
 function emailIndexKey(email: string): string {
-  return email.toLowerCase()
+  return storedText(email).toLowerCase()
 }
 
 export function createUserRepository(options: { users: UserTable; statement: Statement }): UserRepository {
