@@ -361,6 +361,31 @@ const sessionSave = fc.record({
   clientId: fc.option(key, { nil: undefined }),
   facts: fc.option(facts, { nil: undefined }),
   pauses: fc.option(fc.nat({ max: 3 }), { nil: undefined }),
+  routing: fc.option(
+    fc.record({
+      reason: fc.constantFrom(
+        'resolved' as const,
+        'max_depth' as const,
+        'cycle' as const,
+        'fallback' as const,
+      ),
+      depth: fc.nat({ max: 5 }),
+      confidence: fc.double({ min: 0, max: 1, noNaN: true }),
+      routeId: text,
+    }),
+    { nil: undefined },
+  ),
+  error: fc.option(
+    fc.record({
+      code: fc.constantFrom(
+        'HANDOFF_NOT_ALLOWED' as const,
+        'MODEL_UNAVAILABLE' as const,
+        'PROCESSING_FAILED' as const,
+      ),
+      message: text,
+    }),
+    { nil: undefined },
+  ),
   at: time,
 })
 
@@ -508,6 +533,36 @@ const agentPatch: fc.Arbitrary<AgentPatch> = fc.record(
     routingModel: fc.option(text, { nil: null }),
     maxDepth: fc.integer({ min: 1, max: 2_147_483_647 }),
     fallbackReply: fc.option(text, { nil: null }),
+    handoff: fc.record({
+      enabled: fc.boolean(),
+      allowedTargets: fc.array(fc.integer({ min: 1, max: 2_147_483_647 }), { maxLength: 3 }),
+      announceHandoff: fc.boolean(),
+      handoffMessageTemplate: text,
+      messageHistoryDepth: fc.integer({ min: 5, max: 50 }),
+      msgplatform: fc.record(
+        {
+          targetOperatorId: fc.maxSafeInteger(),
+          targetGroupId: fc.maxSafeInteger(),
+          sendSystemMessage: fc.boolean(),
+        },
+        { requiredKeys: ['sendSystemMessage'] },
+      ),
+    }),
+    routingConfig: fc.option(
+      fc.record({
+        enabled: fc.boolean(),
+        routes: fc.array(
+          fc.record({
+            id: text.filter((id) => id.length > 0),
+            agentId: fc.integer({ min: 1, max: 2_147_483_647 }),
+            description: text,
+          }),
+          { maxLength: 2 },
+        ),
+        confidenceThreshold: fc.double({ min: 0, max: 1, noNaN: true }),
+      }),
+      { nil: null },
+    ),
   },
   { requiredKeys: [] },
 )
@@ -535,7 +590,16 @@ const agentOperations = fc.oneof(
 
 const config = fc.dictionary(
   fc.oneof(key, fc.constantFrom('token', 'baseUrl', '__proto__')),
-  fc.oneof(text, fc.integer(), fc.boolean(), fc.constant(null), fc.array(text, { maxLength: 2 })),
+  fc.oneof(
+    text,
+    fc.integer(),
+    fc.double(),
+    fc.constantFrom(0.1 + 0.2, 1e21, 5e-324, 2 ** 53 + 2, -0),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(text, { maxLength: 2 }),
+    fc.jsonValue({ maxDepth: 2 }),
+  ),
   { maxKeys: 3 },
 )
 
@@ -712,6 +776,8 @@ const userId = fc.constantFrom('00000000-0000-4000-c000-00000000000a', '00000000
 const anyCase = (uuid: fc.Arbitrary<string>) =>
   fc.tuple(uuid, fc.boolean()).map(([value, upper]) => (upper ? value.toUpperCase() : value))
 const email = fc.constantFrom(
+  'a\u0000nn@example.test',
+  'a\uFFFDnn@example.test',
   'ann@example.test',
   'Ann@Example.TEST',
   'bob@example.test',
@@ -720,16 +786,13 @@ const email = fc.constantFrom(
   'straße@example.test',
   'STRASSE@example.test',
 )
-const tokenHash = fc.constantFrom('hash-1', 'hash-2', 'hash-3', 'hash-4')
+const tokenHash = fc.constantFrom('hash-1', 'hash-2', 'hash-3', 'hash\u0000', 'hash\uFFFD', 'hash\uD800')
 const tokenId = fc.constantFrom(
   '00000000-0000-4000-d000-000000000001',
   '00000000-0000-4000-d000-000000000002',
   '00000000-0000-4000-d000-000000000003',
 )
-const loginId = fc.constantFrom(
-  '00000000-0000-4000-e000-000000000001',
-  '00000000-0000-4000-e000-000000000002',
-)
+const loginId = fc.constantFrom('00000000-0000-4000-e000-000000000001', 'login\u0000', 'login\uFFFD')
 
 const accountOperations = fc.oneof(
   fc.record({ kind: fc.constant('company.get' as const), company: fc.integer({ min: 0, max: 3 }) }),
@@ -991,6 +1054,7 @@ async function apply(
       if (target === undefined) return 'skipped'
       const current = await storage.sessions.get({ id: target.id })
       if (current === null) return { missing: target.id }
+      const updatedAt = operation.at.toISOString()
       const saved = await storage.sessions.save({
         ...current,
         ...(operation.state === undefined ? {} : { state: operation.state }),
@@ -1003,8 +1067,28 @@ async function apply(
             ? {}
             : { sharedContext: { ...current.metadata.sharedContext, facts: operation.facts } }),
           ...(operation.pauses === undefined ? {} : { pauses: operation.pauses }),
+          ...(operation.routing === undefined
+            ? {}
+            : {
+                routing: { reason: operation.routing.reason, depth: operation.routing.depth, at: updatedAt },
+                agentPath: [
+                  ...current.metadata.agentPath,
+                  {
+                    agentId: current.activeAgentId,
+                    agentName: 'Router',
+                    confidence: operation.routing.confidence,
+                    routeId: operation.routing.routeId,
+                    timestamp: updatedAt,
+                    via: 'entry_routing' as const,
+                    depth: operation.routing.depth,
+                  },
+                ],
+              }),
+          ...(operation.error === undefined
+            ? {}
+            : { errors: [...current.metadata.errors, { ...operation.error, at: updatedAt }] }),
         },
-        updatedAt: operation.at.toISOString(),
+        updatedAt,
         version: current.version + operation.versionDelta,
       })
       return { current, saved }
