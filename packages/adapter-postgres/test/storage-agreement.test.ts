@@ -306,6 +306,8 @@ const time = fc
   .constantFrom(0, 0, 1, MINUTE, 2 * MINUTE, -MINUTE, FAR_FUTURE)
   .map((offset) => new Date(BASE + offset))
 const index = fc.nat({ max: 50 })
+/** Ids that name nothing: not a UUID, or one never stored. */
+const unknownId = fc.constantFrom('not-a-uuid', '', '00000000-0000-4000-8000-00000000ffff')
 const limit = fc.integer({ min: 1, max: 4 })
 const roles: readonly MessageRole[] = ['customer', 'agent', 'operator', 'system']
 const role = fc.constantFrom(...roles)
@@ -392,7 +394,7 @@ const sessionSave = fc.record({
 const sessionReads = fc.oneof(
   fc.record({
     kind: fc.constant('session.get' as const),
-    session: index,
+    session: fc.oneof(index, unknownId),
     company: fc.option(index, { nil: undefined }),
   }),
   fc.record({ kind: fc.constant('session.findOpen' as const), integration: index, clientId: key }),
@@ -438,7 +440,7 @@ const messageOperations = fc.oneof(
   }),
   fc.record({
     kind: fc.constant('message.get' as const),
-    message: index,
+    message: fc.oneof(index, unknownId),
     company: fc.option(index, { nil: undefined }),
   }),
   fc.record({ kind: fc.constant('message.findByExternalId' as const), integration: index, externalId: key }),
@@ -798,7 +800,7 @@ const accountOperations = fc.oneof(
   fc.record({ kind: fc.constant('company.get' as const), company: fc.integer({ min: 0, max: 3 }) }),
   fc.record({ kind: fc.constant('user.create' as const), id: userId, email, company: index, at: time }),
   fc.record({ kind: fc.constant('user.findByEmail' as const), email }),
-  fc.record({ kind: fc.constant('user.get' as const), id: anyCase(userId) }),
+  fc.record({ kind: fc.constant('user.get' as const), id: fc.oneof(anyCase(userId), unknownId) }),
   fc.record({
     kind: fc.constant('refreshToken.create' as const),
     id: tokenId,
@@ -1094,10 +1096,13 @@ async function apply(
       return { current, saved }
     }
     case 'session.get': {
-      const target = pick(known.sessions, operation.session)
-      if (target === undefined) return 'skipped'
+      const id =
+        typeof operation.session === 'string'
+          ? operation.session
+          : pick(known.sessions, operation.session)?.id
+      if (id === undefined) return 'skipped'
       return storage.sessions.get({
-        id: target.id,
+        id,
         ...(operation.company === undefined ? {} : { companyId: company(operation.company) }),
       })
     }
@@ -1142,7 +1147,10 @@ async function apply(
       )
     }
     case 'message.get': {
-      const id = pick([...known.messages.keys()], operation.message)
+      const id =
+        typeof operation.message === 'string'
+          ? operation.message
+          : pick([...known.messages.keys()], operation.message)
       if (id === undefined) return 'skipped'
       return storage.messages.get({
         id,
