@@ -391,6 +391,51 @@ export function runAccountStorageConformance(
       )
     })
 
+    // Ids come from an IdGenerator, "a new random UUID": one in capitals is the same UUID, as a uuid
+    // column holds it, so it is stored as its lower-case form and found, and refused again, in any case.
+    it('keeps a user, a refresh token and an API token created with a UUID in capitals as that UUID', async () => {
+      const userId = randomUUID()
+      const user = await createUser(storage, company, { id: userId.toUpperCase() })
+      expect(user.id).toBe(userId)
+      expect(await storage.users.get({ id: userId })).toEqual(user)
+      await expect(createUser(storage, company, { id: userId })).rejects.toThrow()
+
+      const refreshId = randomUUID()
+      const refreshToken = await storage.refreshTokens.create({
+        id: refreshId.toUpperCase(),
+        tokenHash: uniqueHash(),
+        userId: userId.toUpperCase(),
+        companyId: company.id,
+        loginId: randomUUID(),
+        expiresAt: at(DAY),
+        at: at(),
+      })
+      expect(refreshToken).toMatchObject({ id: refreshId, userId })
+      expect(await storage.refreshTokens.markUsed({ id: refreshId, at: at(MINUTE) })).toBe(true)
+
+      const apiTokenId = randomUUID()
+      const apiToken = await storage.apiTokens.create({
+        id: apiTokenId.toUpperCase(),
+        companyId: company.id,
+        userId: userId.toUpperCase(),
+        name: 'CI',
+        tokenHash: uniqueHash(),
+        at: at(),
+      })
+      expect(apiToken).toMatchObject({ id: apiTokenId, userId })
+      await expect(
+        storage.apiTokens.create({
+          id: apiTokenId,
+          companyId: company.id,
+          userId,
+          name: 'CI',
+          tokenHash: uniqueHash(),
+          at: at(),
+        }),
+      ).rejects.toThrow()
+      expect(await storage.apiTokens.delete({ companyId: company.id, id: apiTokenId })).toBe(true)
+    })
+
     describe('API tokens', () => {
       let user: User
 
