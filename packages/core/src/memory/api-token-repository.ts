@@ -1,6 +1,7 @@
 import type { ApiToken, ApiTokenRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isCursorTime, isNumberTuple, takePage } from './paging.js'
 import { snapshot, storedText } from './snapshot.js'
+import { storedUuid } from './stored-uuid.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredApiToken {
@@ -49,14 +50,15 @@ export function createApiTokenRepository(options: {
   return {
     create: (input) =>
       statement((log) => {
-        if (apiTokens.rows.has(input.id)) throw new Error(`API token ${input.id} already exists`)
+        const id = storedUuid(input.id)
+        if (apiTokens.rows.has(id)) throw new Error(`API token ${id} already exists`)
         // The hash as stored, U+FFFD in place of what a text column cannot hold, and so looked up.
         const tokenHash = storedText(input.tokenHash)
         if (apiTokens.byHash.has(tokenHash)) throw new Error('An API token with this hash exists')
         const token = snapshot<ApiToken>({
-          id: input.id,
+          id,
           companyId: input.companyId,
-          userId: input.userId,
+          userId: storedUuid(input.userId),
           name: input.name,
           createdAt: input.at.toISOString(),
         })

@@ -1,5 +1,6 @@
 import type { RefreshToken, RefreshTokenRepository } from '../ports/storage.js'
 import { snapshot, storedText } from './snapshot.js'
+import { storedUuid } from './stored-uuid.js'
 import type { Statement } from './undo-log.js'
 
 export interface RefreshTokenTable {
@@ -22,15 +23,16 @@ export function createRefreshTokenRepository(options: {
   return {
     create: (input) =>
       statement((log) => {
-        if (refreshTokens.rows.has(input.id)) throw new Error(`Refresh token ${input.id} already exists`)
+        const id = storedUuid(input.id)
+        if (refreshTokens.rows.has(id)) throw new Error(`Refresh token ${id} already exists`)
         // The hash and login as stored, U+FFFD in place of what a text column cannot hold, and so
         // looked up.
         if (refreshTokens.byHash.has(storedText(input.tokenHash)))
           throw new Error('A refresh token with this hash exists')
         const token = snapshot<RefreshToken>({
-          id: input.id,
+          id,
           tokenHash: input.tokenHash,
-          userId: input.userId,
+          userId: storedUuid(input.userId),
           companyId: input.companyId,
           loginId: input.loginId,
           expiresAt: input.expiresAt.toISOString(),
@@ -56,12 +58,12 @@ export function createRefreshTokenRepository(options: {
 
     markUsed: ({ id, at }) =>
       statement((log) => {
-        const token = refreshTokens.rows.get(id)
+        const token = refreshTokens.rows.get(storedUuid(id))
         if (token === undefined || token.usedAt !== undefined || token.revokedAt !== undefined) return false
         // As on PostgreSQL: a login with a revoked token is revoked, whatever came after.
         const ofLogin = refreshTokens.byLogin.get(token.loginId) ?? []
         if (ofLogin.some((id) => refreshTokens.rows.get(id)?.revokedAt !== undefined)) return false
-        log.set(refreshTokens.rows, id, snapshot<RefreshToken>({ ...token, usedAt: at.toISOString() }))
+        log.set(refreshTokens.rows, token.id, snapshot<RefreshToken>({ ...token, usedAt: at.toISOString() }))
         return true
       }),
 

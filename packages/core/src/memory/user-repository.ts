@@ -1,5 +1,6 @@
 import type { User, UserRepository } from '../ports/storage.js'
 import { snapshot, storedText } from './snapshot.js'
+import { storedUuid } from './stored-uuid.js'
 import type { Statement } from './undo-log.js'
 
 export interface UserTable {
@@ -23,12 +24,13 @@ export function createUserRepository(options: { users: UserTable; statement: Sta
   return {
     create: (input) =>
       statement((log) => {
-        if (users.rows.has(input.id)) throw new Error(`User ${input.id} already exists`)
+        const id = storedUuid(input.id)
+        if (users.rows.has(id)) throw new Error(`User ${id} already exists`)
         const key = emailIndexKey(input.email)
         // The address stays out of the message: errors end up in logs.
         if (users.byEmail.has(key)) throw new Error('A user with this email already exists')
         const user = snapshot<User>({
-          id: input.id,
+          id,
           email: input.email,
           companyId: input.companyId,
           passwordHash: input.passwordHash,
