@@ -803,12 +803,18 @@ const loginId = fc.constantFrom('00000000-0000-4000-e000-000000000001', 'login\u
 
 const accountOperations = fc.oneof(
   fc.record({ kind: fc.constant('company.get' as const), company: fc.integer({ min: 0, max: 3 }) }),
-  fc.record({ kind: fc.constant('user.create' as const), id: userId, email, company: index, at: time }),
+  fc.record({
+    kind: fc.constant('user.create' as const),
+    id: anyCase(userId),
+    email,
+    company: index,
+    at: time,
+  }),
   fc.record({ kind: fc.constant('user.findByEmail' as const), email }),
   fc.record({ kind: fc.constant('user.get' as const), id: fc.oneof(anyCase(userId), unknownId) }),
   fc.record({
     kind: fc.constant('refreshToken.create' as const),
-    id: tokenId,
+    id: anyCase(tokenId),
     tokenHash,
     user: index,
     loginId,
@@ -821,7 +827,7 @@ const accountOperations = fc.oneof(
   fc.record({ kind: fc.constant('refreshToken.revokeUser' as const), userId: anyCase(userId), at: now }),
   fc.record({
     kind: fc.constant('apiToken.create' as const),
-    id: tokenId,
+    id: anyCase(tokenId),
     company: index,
     user: index,
     name: text,
