@@ -146,6 +146,14 @@ interface Known {
   /** Each leased job's id as this storage numbered it, by its message. */
   readonly jobs: Map<string, string>
   readonly users: Array<{ id: string; companyId: number }>
+  /**
+   * An integration of each company whose webhook log only floods fill, with ids never used again:
+   * whether the id of an entry the log dropped may be added again is the storage's own (the memory
+   * storage forgets it at once, the SQL storages once their periodic trim deletes its row), and
+   * log ids are fresh UUIDs in practice.
+   */
+  readonly floodedIntegrations: Array<{ companyId: number; id: string }>
+  readonly counters: { floods: number }
   readonly documents: string[]
 }
 
@@ -172,6 +180,8 @@ function knownNothing(): Known {
     messages: new Map(),
     jobs: new Map(),
     users: [],
+    floodedIntegrations: [],
+    counters: { floods: 0 },
     documents: [],
   }
 }
@@ -498,7 +508,7 @@ const webhookLogOperations = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant('webhookLog.flood' as const),
-      integration: index,
+      company: index,
       count: fc.integer({ min: 1, max: 70 }).map((extra) => WEBHOOK_LOGS_KEPT_PER_INTEGRATION - 35 + extra),
       at: time,
     }),
@@ -509,6 +519,7 @@ const webhookLogOperations = fc.oneof(
       kind: fc.constant('webhookLog.list' as const),
       company: index,
       integration: index,
+      flooded: fc.boolean(),
       limit: fc.constantFrom(1, 3, 100),
     }),
   },
@@ -1010,12 +1021,7 @@ const agentOf = (agent: { companyId: number; id: number }) => ({
 })
 
 /** Each storage's answer to `operation`, normalised; `skipped` when it names nothing known yet. */
-async function apply(
-  known: Known,
-  storage: Repositories,
-  operation: Operation,
-  step: number,
-): Promise<unknown> {
+async function apply(known: Known, storage: Repositories, operation: Operation): Promise<unknown> {
   const company = (position: number) => pick(known.companies, position)!
   switch (operation.kind) {
     case 'session.create': {
@@ -1227,10 +1233,12 @@ async function apply(
       return 'added'
     }
     case 'webhookLog.flood': {
-      const integration = pick(known.integrations, operation.integration)!
-      // Ids of their own, the same on every storage: the step and the entry's position.
+      const integration = pick(known.floodedIntegrations, operation.company)!
+      known.counters.floods += 1
+      // Ids of their own, the same on every storage: the flood's number and the entry's position.
+      const flood = known.counters.floods
       const logs = Array.from({ length: operation.count }, (_, position) => ({
-        id: `00000000-0000-4000-8000-${String(step).padStart(4, '0')}${String(position).padStart(8, '0')}`,
+        id: `00000000-0000-4000-8000-${String(flood).padStart(4, '0')}${String(position).padStart(8, '0')}`,
         companyId: integration.companyId,
         integrationId: integration.id,
         receivedAt: new Date(operation.at.getTime() + (position % 3) * 1000),
@@ -1245,7 +1253,10 @@ async function apply(
       return 'added'
     }
     case 'webhookLog.list': {
-      const integration = pick(known.integrations, operation.integration)!
+      const integration = pick(
+        operation.flooded ? known.floodedIntegrations : known.integrations,
+        operation.integration,
+      )!
       return pagesOf((cursor) =>
         storage.webhookLogs.list({
           companyId: company(operation.company),
@@ -1652,14 +1663,9 @@ async function apply(
   }
 }
 
-async function outcomeOf(
-  known: Known,
-  repositories: Repositories,
-  operation: Operation,
-  step: number,
-): Promise<Outcome> {
+async function outcomeOf(known: Known, repositories: Repositories, operation: Operation): Promise<Outcome> {
   try {
-    return { ok: observed(await apply(known, repositories, operation, step)) }
+    return { ok: observed(await apply(known, repositories, operation)) }
   } catch (error) {
     return { threw: failureOf(error) }
   }
@@ -1674,7 +1680,6 @@ async function outcomeOf(
 async function transactionOutcome(
   subject: Subject,
   operation: AnyOperation & { kind: 'transaction' },
-  step: number,
 ): Promise<unknown> {
   const before = structuredClone(subject.known)
   const calls: Outcome[] = []
@@ -1683,7 +1688,7 @@ async function transactionOutcome(
   try {
     await subject.storage.transaction(async (tx) => {
       for (const call of operation.operations) {
-        const outcome = await outcomeOf(subject.known, tx, call, step)
+        const outcome = await outcomeOf(subject.known, tx, call)
         if (!failed) calls.push(outcome)
         failed ||= 'threw' in outcome
       }
@@ -1697,9 +1702,9 @@ async function transactionOutcome(
   return { calls, committed }
 }
 
-async function stepOutcome(subject: Subject, operation: AnyOperation, step: number): Promise<unknown> {
-  if (operation.kind === 'transaction') return transactionOutcome(subject, operation, step)
-  return outcomeOf(subject.known, subject.storage, operation, step)
+async function stepOutcome(subject: Subject, operation: AnyOperation): Promise<unknown> {
+  if (operation.kind === 'transaction') return transactionOutcome(subject, operation)
+  return outcomeOf(subject.known, subject.storage, operation)
 }
 
 /**
@@ -1741,6 +1746,17 @@ async function seeded(storage: Storage): Promise<Known> {
       at,
     })
     known.integrations.push({ companyId: company.id, id: integration.id, entryAgentId: agent.id })
+    const flooded = await storage.integrations.create({
+      companyId: company.id,
+      type: 'msgplatform',
+      name: 'Flooded',
+      active: true,
+      entryAgentId: agent.id,
+      config: {},
+      webhookSecret: null,
+      at,
+    })
+    known.floodedIntegrations.push({ companyId: company.id, id: flooded.id })
     const createdAt = at.toISOString()
     const session = await storage.sessions.create({
       id: `00000000-0000-4000-a000-00000000000${known.sessions.length}`,
@@ -1797,7 +1813,7 @@ describe('the Storage port', () => {
               }
               for (const [step, operation] of operations.entries()) {
                 const [reference, ...others] = await Promise.all(
-                  subjects.map((subject) => stepOutcome(subject, operation, step)),
+                  subjects.map((subject) => stepOutcome(subject, operation)),
                 )
                 count(operation, reference)
                 for (const [position, outcome] of others.entries()) {
