@@ -232,11 +232,14 @@ function unordered<T>(items: readonly T[], keyOf: (item: T) => string): T[] {
   )
 }
 
+/** What one storage answered wrongly whatever the other answers: it fails the run, not the call. */
+class BrokenPromise extends Error {}
+
 /** Messages must come in sequence order, whatever the numbers. */
 function inSequenceOrder(messages: readonly Message[]): readonly Message[] {
   for (let index = 1; index < messages.length; index++) {
     if (messages[index - 1]!.sequence >= messages[index]!.sequence) {
-      throw new Error(
+      throw new BrokenPromise(
         `messages out of sequence order: ${messages.map((message) => message.sequence).join(',')}`,
       )
     }
@@ -1667,6 +1670,7 @@ async function outcomeOf(known: Known, repositories: Repositories, operation: Op
   try {
     return { ok: observed(await apply(known, repositories, operation)) }
   } catch (error) {
+    if (error instanceof BrokenPromise) throw error
     return { threw: failureOf(error) }
   }
 }
@@ -1696,6 +1700,7 @@ async function transactionOutcome(
     })
     committed = { ok: 'committed' }
   } catch (error) {
+    if (error instanceof BrokenPromise) throw error
     committed = { threw: failureOf(error) }
     Object.assign(subject.known, before)
   }
