@@ -1676,6 +1676,15 @@ async function outcomeOf(known: Known, repositories: Repositories, operation: Op
 }
 
 /**
+ * Calls that take a number from a sequence (an agent's id, an integration's, a pipeline's and its
+ * stages'), left out after a failure in a transaction: the transaction is doomed and its writes
+ * vanish, but the memory storage still takes a number, like a sequence not taken back by a
+ * rollback, where PostgreSQL refuses the call before it takes one. The next id then differs: a gap
+ * the ids may have, which is each storage's own.
+ */
+const NUMBERED: ReadonlySet<string> = new Set(['agent.create', 'integration.create', 'pipeline.create'])
+
+/**
  * A transaction's answer: each call's until the first that fails (PostgreSQL answers the calls after
  * it in the aborted transaction with errors of its own, the memory storage as usual: the port does
  * not say what they answer), then whether the transaction committed or rejected, and with which
@@ -1692,6 +1701,7 @@ async function transactionOutcome(
   try {
     await subject.storage.transaction(async (tx) => {
       for (const call of operation.operations) {
+        if (failed && NUMBERED.has(call.kind)) continue
         const outcome = await outcomeOf(subject.known, tx, call)
         if (!failed) calls.push(outcome)
         failed ||= 'threw' in outcome
