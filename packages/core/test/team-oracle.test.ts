@@ -6,8 +6,10 @@ import type { ModelMessage } from '../src/ports/llm-provider.js'
 import {
   type ConversationHarness,
   createConversationHarness,
+  createScriptedModel,
   type HarnessAgent,
   type RecordedRequest,
+  type ScriptedModel,
 } from '../src/testing/index.js'
 import {
   APP_TOOL,
@@ -21,15 +23,17 @@ import {
   type OperatorAction,
   runOracle,
 } from './support/team-oracle.js'
-import { type Team, teamArbitrary, teamScriptArbitrary } from './support/team-script.js'
+import { type Team, type TokenCount, teamArbitrary, teamScriptArbitrary } from './support/team-script.js'
 
 /**
  * Entry routing and handoff chains of random teams (support/team-script.ts), answered by random
- * classifier and model scripts, with an operator reassigning, resuming, writing, closing or
- * editing agents between the customer's messages, against an oracle written from the contract's
- * words (support/team-oracle.ts): what each session records (path, routing, active agent, errors,
- * SCC, state, timestamps), what is stored, sent and transferred, what is charged, and what each
- * model call is for and is given. TEAM_ORACLE_RUNS explores further (a few milliseconds a run).
+ * classifier and model scripts reporting random token counts, with an operator reassigning,
+ * resuming, writing, closing, editing agents or changing the company's small balance between the
+ * customer's messages, against an oracle written from the contract's words
+ * (support/team-oracle.ts): what each session records (path, routing, active agent, errors, SCC,
+ * state, timestamps), what is stored, sent and transferred, what each call is charged and the
+ * balance after each message, and what each model call is for and is given. TEAM_ORACLE_RUNS
+ * explores further (a few milliseconds a run).
  */
 const RUNS = Number(process.env.TEAM_ORACLE_RUNS ?? 150)
 
@@ -43,6 +47,19 @@ const lookupOrder = defineTool({
 const TRANSFER_FAILURE = 'the platform refused the transfer'
 
 const keyOf = (index: number) => `agent-${index}`
+
+/** The scripted model, its calls reporting the script's token counts in turn rather than its fixed ones. */
+function reportingTokens(model: ScriptedModel, tokens: readonly TokenCount[]): ScriptedModel {
+  return {
+    ...model,
+    async complete(request) {
+      // The scripted model records the request as the call starts: this call's number.
+      const call = model.requests.length
+      const completion = await model.complete(request)
+      return { ...completion, usage: { ...tokens[call % tokens.length]! } }
+    },
+  }
+}
 
 function harnessAgents(team: Team): Record<string, HarnessAgent> {
   return Object.fromEntries(
@@ -220,6 +237,7 @@ async function observeSession(
 async function observe(
   harness: ConversationHarness,
   sessionIds: readonly string[],
+  balances: readonly number[],
   expected: ExpectedOutcome,
 ): Promise<ExpectedOutcome> {
   const routedToHuman = sessionIds.filter((_, index) => expected.sessions[index]?.routedToHuman === true)
@@ -243,9 +261,14 @@ async function observe(
           session: sessionIds.indexOf(transfer.sessionId),
         }
       }),
-    usage: (await harness.storage.billing.listUsage({ companyId: harness.companyId, limit: 100 })).items
-      .map((record) => `${sessionIds.indexOf(record.sessionId)} ${record.model}`)
+    usage: (await harness.storage.billing.listUsage({ companyId: harness.companyId, limit: 1000 })).items
+      .map(
+        (record) =>
+          `${sessionIds.indexOf(record.sessionId)} ${record.model} ${record.inputTokens} ${record.outputTokens} ${record.costUsd}`,
+      )
       .sort(),
+    balances,
+    balance: await harness.storage.billing.getBalance({ companyId: harness.companyId }),
     sessions: await Promise.all(
       sessionIds.map((sessionId, index) => observeSession(harness, sessionId, expected.sessions[index])),
     ),
@@ -275,7 +298,7 @@ function operate(harness: ConversationHarness, sessionId: string, action: Operat
 
 describe('teams against an oracle of the contract', () => {
   it(
-    'routes, hands off, answers and transfers as CONTRACT §8 and §10 word them, between operator actions',
+    'routes, hands off, answers, transfers and charges as CONTRACT §8 to §10 word them, between operator actions',
     async () => {
       await fc.assert(
         fc.asyncProperty(teamArbitrary, teamScriptArbitrary, async (team, script) => {
@@ -284,6 +307,8 @@ describe('teams against an oracle of the contract', () => {
             entry: keyOf(0),
             humanTransfer: team.humanTransfer,
             tools: [lookupOrder],
+            model: reportingTokens(createScriptedModel(), script.tokens),
+            ...(team.creditsNanos === undefined ? {} : { creditsUsd: team.creditsNanos / 1e9 }),
           })
           const problems: string[] = []
           let observed: ExpectedOutcome | undefined
@@ -295,12 +320,14 @@ describe('teams against an oracle of the contract', () => {
             if (team.transferFails) harness.connector.failNextTransfer(TRANSFER_FAILURE)
             const customer = harness.customer()
             const sessionIds: string[] = []
+            const balances: number[] = []
             for (const [index, text] of oracle.texts.entries()) {
               for (const { agentId, step } of oracle.steps[index]!) harness.model.script(agentId, step)
               await harness.clock.advance(CLOCK_STEP_MS)
               await customer.says(text).catch((error: Error) => problems.push(error.message))
               const sessionId = (await customer.session()).id
               if (!sessionIds.includes(sessionId)) sessionIds.push(sessionId)
+              balances.push(await harness.storage.billing.getBalance({ companyId: harness.companyId }))
               await harness.clock.advance(CLOCK_STEP_MS)
               const action = oracle.actions[index]
               if (action !== null && action !== undefined) {
@@ -308,8 +335,16 @@ describe('teams against an oracle of the contract', () => {
                 if (done.isErr()) problems.push(`${action.kind}: ${done.error.code} ${done.error.message}`)
                 await harness.switchboard.idle()
               }
+              const topUp = oracle.topUps[index]
+              if (topUp !== null && topUp !== undefined) {
+                await harness.storage.billing.adjust({
+                  companyId: harness.companyId,
+                  amountUsd: topUp,
+                  at: harness.clock.now(),
+                })
+              }
             }
-            observed = await observe(harness, sessionIds, expected)
+            observed = await observe(harness, sessionIds, balances, expected)
           } finally {
             await harness.finish().catch((error: Error) => problems.push(error.message))
           }

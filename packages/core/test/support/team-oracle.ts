@@ -1,3 +1,4 @@
+import { DEFAULT_MODEL_PRICES, DEFAULT_UNKNOWN_MODEL_PRICE } from '../../src/billing/model-prices.js'
 import type { AgentUpdate } from '../../src/domain/agent.js'
 import type { ToolCall } from '../../src/ports/llm-provider.js'
 import type { ScriptedStep } from '../../src/testing/index.js'
@@ -11,14 +12,17 @@ import type {
   Team,
   TeamAgent,
   TeamScript,
+  TokenCount,
   ToolCallChoice,
+  TopUp,
 } from './team-script.js'
 
 /**
- * What CONTRACT §4, §8 and §10 say a team does with a customer's messages, written from their
+ * What CONTRACT §4, §8, §9 and §10 say a team does with a customer's messages, written from their
  * words and not from the implementation: entry routing on the first message, then each message's
- * tool loop with its handoffs, budgets, announcements and transfers to a human, and what an
- * operator's reassign, resume, message or agent edit changes for the messages after it. It also
+ * tool loop with its handoffs, budgets, announcements and transfers to a human, what an operator's
+ * reassign, resume, message or agent edit changes for the messages after it, and what every call
+ * costs, with agents silent once the company's credits are used up. It also
  * says what each model call is answered, so the scripted model can be given exactly the steps the
  * contract makes the runtime ask for.
  *
@@ -32,6 +36,16 @@ import type {
  * - a successful handoff ends the caller's turn there: calls after it in the same round do not run;
  * - the SCC is checked in the system prompt of each agent's first call for a message, where the
  *   contract says the new agent receives it, not again within one agent's tool loop.
+ * Credits (§9 says when agents stop, not when the balance is looked at):
+ * - the balance is read once per message, as its handling starts: a message that finds it above 0
+ *   is handled to its end (routing, handoffs, tool calls within the budgets), every call charged,
+ *   even past 0; the next message finds it used up;
+ * - a message no agent would answer anyway (paused session, human active agent) records nothing;
+ * - each message that finds the balance used up records one CREDITS_EXHAUSTED, with the active
+ *   agent's id;
+ * - entry routing belongs to the session's first customer message: when credits silenced that one,
+ *   no later message of the session is routed;
+ * - a call that failed reports no usage and costs nothing.
  * Left out of the scripts, as the contract does not say what they do: whitespace-only templates and
  * replies, confidences outside 0..1, a failing classifier, malformed handoff arguments, a human
  * entry agent; and after routing ends on a human, whether it pauses and transfers.
@@ -141,10 +155,15 @@ export interface ExpectedOutcome {
   readonly sent: readonly { readonly role: 'agent' | 'system' | 'operator'; readonly text: string }[]
   readonly transfers: readonly ExpectedTransfer[]
   /**
-   * §9: every model call that answered is charged, classifier calls included: `<session> <model>`
-   * for each, sorted (the records of one turn share a time, so their order is not compared).
+   * §9: every model call that answered is charged, classifier calls included, at its model's
+   * price: `<session> <model> <input tokens> <output tokens> <cost in USD>` for each, sorted (the
+   * records of one turn share a time, so their order is not compared).
    */
   readonly usage: readonly string[]
+  /** §9: the balance in USD after each customer message was handled, before its operator's turn. */
+  readonly balances: readonly number[]
+  /** §9: the balance in USD once the last message's operator and top-up are done. */
+  readonly balance: number
   /** The customer's sessions, oldest first. */
   readonly sessions: readonly ExpectedSession[]
 }
@@ -180,6 +199,8 @@ export interface OracleRun {
   readonly texts: readonly string[]
   /** For each customer message, what an operator does once it was answered. */
   readonly actions: readonly (OperatorAction | null)[]
+  /** For each customer message, what is added to the balance after its operator's action, in USD. */
+  readonly topUps: readonly (number | null)[]
 }
 
 export const customerText = (message: number): string => `customer message ${message}`
@@ -206,6 +227,10 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   const texts: string[] = []
   const actions: (OperatorAction | null)[] = []
   const classifierAnswers = [...script.classifier]
+  const balances: number[] = []
+  const topUps: (number | null)[] = []
+  const enforceCredits = team.creditsNanos !== undefined
+  let balanceNanos = team.creditsNanos ?? 0
   /**
    * Whether the next transfer call fails: the channel fails the first one when the team says so.
    * Unknown once routing may have made a call of its own (routing to a human, left open).
@@ -228,8 +253,10 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
   for (const [messageIndex, message] of script.messages.entries()) {
     now = at(2 * messageIndex + 1)
     customerWrites(messageIndex, message.rounds)
+    balances.push(usdOf(balanceNanos))
     now = at(2 * messageIndex + 2)
     actions.push(operate(message.operator, messageIndex))
+    topUps.push(topUp(message.topUp))
   }
 
   return {
@@ -238,6 +265,8 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       sent,
       transfers,
       usage: usage.sort(),
+      balances,
+      balance: usdOf(balanceNanos),
       sessions: sessions.map((model) => ({
         stored: model.stored,
         agentPath: model.agentPath,
@@ -255,6 +284,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     steps,
     texts,
     actions,
+    topUps,
   }
 
   function openSession(): SessionModel {
@@ -303,6 +333,11 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     session.customerMessages += 1
     // §8: while paused, or while the active agent is human, the message is stored and no agent runs.
     if (session.state === 'paused' || agents[session.active]!.kind === 'human') return
+    // §9: at 0 or below, no agent replies, not even with a fallback, and the session says why.
+    if (enforceCredits && balanceNanos <= 0) {
+      recordError('CREDITS_EXHAUSTED', session.active)
+      return
+    }
 
     // §10: routing on the session's first customer message only.
     if (first && agents[0]!.routing?.enabled === true) {
@@ -314,6 +349,23 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
       }
     }
     answer(rounds, prior, text, messageIndex, messageSteps)
+  }
+
+  /** §9: every call that answered is priced by its model and charged, the classifier's included. */
+  function charge(model: string): void {
+    // The model's calls are numbered in the order it receives them, failed ones included.
+    const tokens = script.tokens[(requests.length - 1) % script.tokens.length]!
+    const cost = costNanos(model, tokens)
+    balanceNanos -= cost
+    usage.push(`${sessions.length - 1} ${model} ${tokens.inputTokens} ${tokens.outputTokens} ${usdOf(cost)}`)
+  }
+
+  /** An operator's change of the balance between messages; null when there is none. */
+  function topUp(choice: TopUp | undefined): number | null {
+    if (choice === undefined) return null
+    const nanos = choice.kind === 'amount' ? choice.nanos : choice.balanceNanos - balanceNanos
+    balanceNanos += nanos
+    return usdOf(nanos)
   }
 
   /** §8: an operator's reassign, resume, message, close or agent edit; null when there is nothing to do. */
@@ -433,7 +485,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         route: { kind: 'null' },
         confidence: { kind: 'value', value: 0 },
       }
-      usage.push(`${sessions.length - 1} ${agent.routingModel ?? agent.llmModel}`)
+      charge(agent.routingModel ?? agent.llmModel)
       const decision = resolveClassifierAnswer(answer, config)
       messageSteps.push({ agentId: idOf(current), step: decision.step })
       const route =
@@ -506,7 +558,7 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
         })
         const round: Round = pending.shift() ?? { kind: 'text', empty: false }
         const label = `m${messageIndex} r${roundNumber++}`
-        if (round.kind !== 'fail') usage.push(`${sessions.length - 1} ${agent.llmModel}`)
+        if (round.kind !== 'fail') charge(agent.llmModel)
         if (round.kind === 'fail') {
           messageSteps.push({
             agentId: idOf(session.active),
@@ -639,6 +691,37 @@ export function runOracle(team: Team, script: TeamScript, ids: readonly number[]
     return null
   }
 }
+
+/**
+ * §9: "a table per model, a default for unknown models". The table's prices are USD per million
+ * tokens, each a whole number of nano-dollars per token, so a call's cost is exact in nano-dollars
+ * and the ledger (exact to 9 decimal places) needs no rounding.
+ */
+function costNanos(model: string, tokens: TokenCount): number {
+  const price = Object.hasOwn(DEFAULT_MODEL_PRICES, model)
+    ? DEFAULT_MODEL_PRICES[model]!
+    : DEFAULT_UNKNOWN_MODEL_PRICE
+  return (
+    tokens.inputTokens * nanosPerToken(price.inputPerMillion) +
+    tokens.outputTokens * nanosPerToken(price.outputPerMillion)
+  )
+}
+
+function nanosPerToken(usdPerMillion: number): number {
+  const nanos = Math.round(usdPerMillion * 1000)
+  if (Math.abs(nanos - usdPerMillion * 1000) > 1e-6) {
+    throw new Error(
+      `team oracle: ${usdPerMillion} USD per million tokens is not whole nano-dollars per token`,
+    )
+  }
+  return nanos
+}
+
+/**
+ * Nano-dollars as USD: the double nearest the exact decimal (an integer divided by 1e9 rounds
+ * once), which is what reading a NUMERIC amount back gives.
+ */
+const usdOf = (nanos: number): number => nanos / 1e9
 
 /** §8: a reassign's operator (with a system message), else the human agent's own configuration. */
 function reassignTransferTarget(

@@ -35,6 +35,11 @@ export interface TeamAgent {
 
 export interface Team {
   readonly agents: readonly TeamAgent[]
+  /**
+   * The company's balance before the first message, in nano-dollars (whole: the ledger is exact to
+   * 9 decimal places); undefined: credits are not enforced, though every call is still charged.
+   */
+  readonly creditsNanos?: number
   /** Whether the channel can transfer to a human (msgplatform can, webchat cannot). */
   readonly humanTransfer: boolean
   /** Whether the channel's transfer call fails. */
@@ -107,14 +112,35 @@ export interface AgentEdit {
   readonly fallbackReply?: string | null
 }
 
+/** What a model call reports it used. */
+export interface TokenCount {
+  readonly inputTokens: number
+  readonly outputTokens: number
+}
+
+/**
+ * An operator's change of the balance after a message (a top-up, or a charge when negative), in
+ * nano-dollars; or the amount that brings the balance to exactly `balanceNanos`, whatever it is then.
+ */
+export type TopUp =
+  | { readonly kind: 'amount'; readonly nanos: number }
+  | { readonly kind: 'to-balance'; readonly balanceNanos: number }
+
 export interface TeamScript {
+  /** The token counts model calls report: call n (of the model's, counted from 0) reports n modulo their number. */
+  readonly tokens: readonly TokenCount[]
   /** The classifier's answers, in the order classifications happen; used up, it answers null. */
   readonly classifier: readonly ClassifierAnswer[]
   /**
    * The customer's messages: each one's model rounds, in the order calls happen (used up, a
    * reply), and what an operator does once it was answered.
    */
-  readonly messages: readonly { readonly rounds: readonly Round[]; readonly operator: OperatorChoice }[]
+  readonly messages: readonly {
+    readonly rounds: readonly Round[]
+    readonly operator: OperatorChoice
+    /** After the operator's action. */
+    readonly topUp?: TopUp
+  }[]
 }
 
 /** Unparseable classifier content, and content of the wrong shape. */
@@ -127,6 +153,13 @@ export const MALFORMED_CLASSIFIER_TEXTS = [
   '{}',
   '{"route": "r0", "score": 1}',
 ] as const
+
+/**
+ * Models of the default price table and models it lacks (priced as unknown), a prototype's key among
+ * them: what a call costs depends on which one an agent uses.
+ */
+const modelArbitrary = (index: number, prefix: string) =>
+  fc.constantFrom('gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'o4-mini', `${prefix}-${index}`, 'constructor')
 
 const THRESHOLDS = fc.oneof(fc.constantFrom(0, 0.5, 1), fc.double({ min: 0, max: 1, noNaN: true }))
 
@@ -143,7 +176,8 @@ function agentArbitrary(index: number, size: number, chain: boolean): fc.Arbitra
                 { weight: chain ? 10 : 3, arbitrary: fc.constant<'ai' | 'human'>('ai') },
                 { weight: 1, arbitrary: fc.constant<'ai' | 'human'>('human') },
               ),
-        routingModel: fc.constant(`router-${index}`),
+        llmModel: modelArbitrary(index, 'model'),
+        routingModel: modelArbitrary(index, 'router'),
         maxDepth: fc.integer({ min: 1, max: 9 }),
         fallbackReply: fc.constantFrom(null, `fallback of agent ${index}`),
         routing: chain
@@ -196,12 +230,15 @@ function agentArbitrary(index: number, size: number, chain: boolean): fc.Arbitra
           },
         ),
       },
-      { requiredKeys: chain ? ['kind', 'maxDepth', 'handoff', 'routing'] : ['kind', 'maxDepth', 'handoff'] },
+      {
+        requiredKeys: chain
+          ? ['kind', 'llmModel', 'maxDepth', 'handoff', 'routing']
+          : ['kind', 'llmModel', 'maxDepth', 'handoff'],
+      },
     )
     .map(({ routing, ...agent }) => ({
       ...agent,
       name: `agent ${index}`,
-      llmModel: `model-${index}`,
       ...(routing === undefined
         ? {}
         : {
@@ -214,14 +251,31 @@ function agentArbitrary(index: number, size: number, chain: boolean): fc.Arbitra
     }))
 }
 
+/**
+ * Small balances: none at all, at most a micro-dollar (one call of a few tokens crosses it), about
+ * what a few calls cost (up to 0.05 USD, a call costing up to about 0.03), already below 0; now and
+ * then plenty.
+ */
+const creditsArbitrary: fc.Arbitrary<number> = fc.oneof(
+  { weight: 2, arbitrary: fc.constant(0) },
+  { weight: 2, arbitrary: fc.integer({ min: 1, max: 1000 }) },
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 50_000_000 }) },
+  { weight: 2, arbitrary: fc.integer({ min: -50_000_000, max: -1 }) },
+  { weight: 1, arbitrary: fc.constant(5_000_000_000) },
+)
+
 export const teamArbitrary: fc.Arbitrary<Team> = fc
   .tuple(fc.oneof(fc.integer({ min: 2, max: 6 }), fc.constant(6)), fc.boolean())
   .chain(([size, chain]) =>
-    fc.record({
-      agents: fc.tuple(...Array.from({ length: size }, (_, index) => agentArbitrary(index, size, chain))),
-      humanTransfer: fc.boolean(),
-      transferFails: fc.boolean(),
-    }),
+    fc.record(
+      {
+        agents: fc.tuple(...Array.from({ length: size }, (_, index) => agentArbitrary(index, size, chain))),
+        humanTransfer: fc.boolean(),
+        transferFails: fc.boolean(),
+        creditsNanos: creditsArbitrary,
+      },
+      { requiredKeys: ['agents', 'humanTransfer', 'transferFails'] },
+    ),
   )
 
 const confidenceArbitrary: fc.Arbitrary<ConfidenceChoice> = fc.oneof(
@@ -376,7 +430,33 @@ const operatorArbitrary: fc.Arbitrary<OperatorChoice> = fc.oneof(
   },
 )
 
+/** None at all, a call of a few tokens, and calls of thousands. */
+const tokenCountArbitrary: fc.Arbitrary<TokenCount> = fc.oneof(
+  fc.constant({ inputTokens: 0, outputTokens: 0 }),
+  fc.record({ inputTokens: fc.integer({ min: 0, max: 20 }), outputTokens: fc.integer({ min: 0, max: 20 }) }),
+  fc.record({
+    inputTokens: fc.integer({ min: 0, max: 5000 }),
+    outputTokens: fc.integer({ min: 0, max: 2000 }),
+  }),
+)
+
+const topUpArbitrary: fc.Arbitrary<TopUp> = fc.oneof(
+  {
+    weight: 3,
+    arbitrary: fc
+      .oneof(fc.integer({ min: 1, max: 50_000_000 }), fc.integer({ min: -1000, max: -1 }))
+      .map((nanos) => ({ kind: 'amount' as const, nanos })),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .constantFrom(-1, 0, 1)
+      .map((balanceNanos) => ({ kind: 'to-balance' as const, balanceNanos })),
+  },
+)
+
 export const teamScriptArbitrary: fc.Arbitrary<TeamScript> = fc.record({
+  tokens: fc.array(tokenCountArbitrary, { minLength: 1, maxLength: 6 }),
   classifier: fc.oneof(
     {
       weight: 3,
@@ -385,13 +465,17 @@ export const teamScriptArbitrary: fc.Arbitrary<TeamScript> = fc.record({
     { weight: 1, arbitrary: fc.array(confidentAnswerArbitrary, { minLength: 6, maxLength: 6 }) },
   ),
   messages: fc.array(
-    fc.record({
-      rounds: fc.oneof(
-        { weight: 3, arbitrary: fc.array(roundArbitrary, { maxLength: 11 }) },
-        { weight: 1, arbitrary: busyRoundsArbitrary },
-      ),
-      operator: operatorArbitrary,
-    }),
+    fc.record(
+      {
+        rounds: fc.oneof(
+          { weight: 3, arbitrary: fc.array(roundArbitrary, { maxLength: 11 }) },
+          { weight: 1, arbitrary: busyRoundsArbitrary },
+        ),
+        operator: operatorArbitrary,
+        topUp: topUpArbitrary,
+      },
+      { requiredKeys: ['rounds', 'operator'] },
+    ),
     { minLength: 1, maxLength: 5 },
   ),
 })
