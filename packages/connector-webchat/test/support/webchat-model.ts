@@ -45,6 +45,8 @@ type Api = <T = Record<string, unknown>>(
 export interface ModelServer {
   readonly reference: ReferenceServer
   readonly api: Api
+  /** Sessions this server's workers ran a turn of, to count what the runs exercised. */
+  readonly turnsRan: Set<string>
 }
 
 /** The servers the model runs against, with one company and its agent; `api` goes to the first. */
@@ -87,12 +89,15 @@ export async function startModelService(
   const login = await call<{ session: { access_token: string } }>(first, 'POST', '/api/auth/login', owner)
   const token = login.body.session.access_token
   const agent = await call<{ id: number }>(first, 'POST', '/api/agents', { name: 'Concierge' }, token)
-  const servers = references.map(
-    (reference): ModelServer => ({
+  const servers = references.map((reference): ModelServer => {
+    const turnsRan = new Set<string>()
+    reference.switchboard.events.on('turn-started', (event) => turnsRan.add(event.sessionId))
+    return {
       reference,
       api: (method, path, body) => call(reference.url, method, path, body, token),
-    }),
-  )
+      turnsRan,
+    }
+  })
   return {
     servers,
     agentId: agent.body.id,
@@ -131,6 +136,8 @@ interface SentMessage {
 interface Tab {
   readonly id: number
   readonly visitor: number
+  /** The index of the server holding its socket. */
+  readonly server: number
   readonly socket: Visitor
   open: boolean
   /** The session it follows now. */
@@ -272,7 +279,11 @@ class Connect implements Command {
   }
   async run(world: World) {
     const visitor = world.visitors[this.visitor]!
-    const base = serverOf(world, this.server).reference.url.replace(/^http/, 'ws')
+    const server = (this.server ?? 0) % world.service.servers.length
+    const base = world.service.servers[server]!.reference.url.replace(/^http/, 'ws')
+    const visitorTabs = world.tabs.filter((tab) => tab.visitor === this.visitor)
+    if (visitorTabs.some((tab) => tab.open && tab.server !== server)) saw('tab beside one on another server')
+    else if (visitorTabs.length > 0 && visitorTabs.at(-1)!.server !== server) saw('back on another server')
     const url =
       `${base}/api/webchat/${world.integrationId}` +
       (visitor.token === undefined ? '' : `?token=${encodeURIComponent(visitor.token)}`)
@@ -280,6 +291,7 @@ class Connect implements Command {
     const tab: Tab = {
       id: world.tabs.length,
       visitor: this.visitor,
+      server,
       socket,
       open: true,
       sessionId: '',
@@ -763,6 +775,8 @@ class Operate implements Command {
     session.changes += 1
     // CONTRACT §7: a state frame to every socket of the session.
     const following = openTabs(world).filter((tab) => tab.sessionId === session.id)
+    const requestServer = (this.server ?? 0) % world.service.servers.length
+    if (following.some((tab) => tab.server !== requestServer)) saw(`${operation} heard on another server`)
     for (const tab of following) tab.states.push(state)
     for (const tab of following) {
       await waitUntil(
@@ -970,6 +984,9 @@ async function settle(world: World): Promise<void> {
 
   // The sockets: each gets what it must, once, in order.
   for (const tab of openTabs(world)) {
+    const elsewhere = world.service.servers.filter((_server, index) => index !== tab.server)
+    if (elsewhere.some((server) => tab.sessions.some((session) => server.turnsRan.has(session))))
+      saw('a socket followed turns another server ran')
     const delivered = (id: string) => {
       const message = byId.get(id)
       return message !== undefined && message.delivery !== 'blocked'
