@@ -716,6 +716,26 @@ class Disconnect implements Command {
 /** `toggle`: pause an ongoing session, resume a paused one. The others, whatever the state. */
 type Operation = 'toggle' | 'pause' | 'resume' | 'close' | 'message'
 
+/** CONTRACT §7: a state frame to every socket of the session, for a change through `server`. */
+function changeState(world: World, session: SessionModel, state: State, server: number | undefined): void {
+  session.state = state
+  session.changes += 1
+  const following = openTabs(world).filter((tab) => tab.sessionId === session.id)
+  const requestServer = (server ?? 0) % world.service.servers.length
+  if (following.some((tab) => tab.server !== requestServer)) saw(`${state} heard on another server`)
+  for (const tab of following) tab.states.push(state)
+}
+
+async function stateFramesArrived(world: World, session: SessionModel): Promise<void> {
+  for (const tab of openTabs(world).filter((tab) => tab.sessionId === session.id)) {
+    await waitUntil(
+      () => tab.socket.frames.filter((frame) => frame.type === 'state').length >= tab.states.length,
+      () =>
+        `the state frames ${JSON.stringify(tab.states)} on tab ${tab.id}; got ${JSON.stringify(tab.socket.frames)}`,
+    )
+  }
+}
+
 class Operate implements Command {
   constructor(
     readonly visitor: number,
@@ -771,22 +791,42 @@ class Operate implements Command {
       status: 200,
       state,
     })
-    session.state = state
-    session.changes += 1
-    // CONTRACT §7: a state frame to every socket of the session.
-    const following = openTabs(world).filter((tab) => tab.sessionId === session.id)
-    const requestServer = (this.server ?? 0) % world.service.servers.length
-    if (following.some((tab) => tab.server !== requestServer)) saw(`${operation} heard on another server`)
-    for (const tab of following) tab.states.push(state)
-    for (const tab of following) {
-      await waitUntil(
-        () => tab.socket.frames.filter((frame) => frame.type === 'state').length >= tab.states.length,
-        () => `the ${state} frame on tab ${tab.id}; got ${JSON.stringify(tab.socket.frames)}`,
-      )
-    }
+    changeState(world, session, state, this.server)
+    await stateFramesArrived(world, session)
   }
   toString() {
     return `Operate(visitor ${this.visitor}, ${this.operation}${this.older % 4 === 0 ? ', older session' : ''}${onServer(this.server)})`
+  }
+}
+
+/**
+ * An operator pauses the visitor's session and another resumes it at once (or the other way
+ * round), each through a server of their own, before the sockets heard of the first: the sockets
+ * end up showing the state the session is in, having heard both changes in the order made.
+ */
+class ToggleTwice implements Command {
+  constructor(
+    readonly visitor: number,
+    readonly servers: readonly [number | undefined, number | undefined],
+  ) {}
+  check(world: Readonly<World>) {
+    const sessionId = world.visitors[this.visitor]!.sessionId
+    return sessionId !== undefined && world.sessions.get(sessionId)!.state !== 'closed'
+  }
+  async run(world: World) {
+    const session = world.sessions.get(world.visitors[this.visitor]!.sessionId!)!
+    saw('toggle twice')
+    for (const server of this.servers) {
+      const state: State = session.state === 'paused' ? 'ongoing' : 'paused'
+      const path = `/api/sessions/${session.id}/${state === 'paused' ? 'pause' : 'resume'}`
+      const answer = await serverOf(world, server).api<{ state?: string }>('POST', path, {})
+      expect({ status: answer.status, state: answer.body.state }).toEqual({ status: 200, state })
+      changeState(world, session, state, server)
+    }
+    await stateFramesArrived(world, session)
+  }
+  toString() {
+    return `ToggleTwice(visitor ${this.visitor}${onServer(this.servers[0])} then${onServer(this.servers[1])})`
   }
 }
 
@@ -1066,8 +1106,13 @@ function webchatCommands(servers: number): fc.Arbitrary<Command>[] {
       serverPick,
     )
     .map(([visitor, operation, older, server]) => new Operate(visitor, operation, older, server))
+  // Two servers' relays may reach the bus in either order; one server's go in the order made.
+  const toggleTwice = fc
+    .tuple(visitorPick, serverPick, serverPick)
+    .map(([visitor, first, second]) => new ToggleTwice(visitor, [first, second]))
   // fc.commands picks among these evenly: the more common steps are listed more than once.
   return [
+    ...(servers > 1 ? [toggleTwice] : []),
     connect,
     connect,
     connect,
