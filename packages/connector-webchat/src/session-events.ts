@@ -21,7 +21,16 @@ export type SessionEvent =
       /** On a turn's end: it replied, and the reply turns typing off where it arrives. */
       readonly replied?: boolean
     }
-  | { readonly kind: 'state'; readonly state: SessionState }
+  | {
+      readonly kind: 'state'
+      readonly state: SessionState
+      /**
+       * The session's version with the change: two processes' changes may reach the bus in either
+       * order, and a socket that heard a later one ignores an earlier one. Absent from a process
+       * of a release before it.
+       */
+      readonly version?: number
+    }
 
 export function sessionTopic(sessionId: string): string {
   return `webchat:session:${sessionId}`

@@ -186,6 +186,14 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
    * before this socket followed the session. Its end may still come; it then owes nothing.
    */
   let repliesUnclaimed = 0
+  /**
+   * The version of the followed session whose state this socket shows: processes hear each other's
+   * changes in any order, and a change older than it is not shown over it. The versions of state
+   * frames held behind the session frame, which says the state as read then.
+   */
+  let stateVersion = 0
+  const stateFrameVersions = new WeakMap<ServerFrame, number>()
+
   const forgetTurns = (): void => {
     turnsWorking.clear()
     repliesDue = 0
@@ -246,11 +254,19 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
         stopTypingIfIdle()
         return
       }
-      case 'state':
+      case 'state': {
+        if (event.version !== undefined) {
+          // Another process's earlier change, carried late: this socket shows a later one already.
+          if (event.version <= stateVersion) return
+          stateVersion = event.version
+        }
         session.state = event.state
-        sendFromSession({ type: 'state', state: event.state })
+        const frame: ServerFrame = { type: 'state', state: event.state }
+        if (event.version !== undefined) stateFrameVersions.set(frame, event.version)
+        sendFromSession(frame)
         if (event.state !== 'ongoing') stopTyping()
         return
+      }
     }
   }
 
@@ -287,9 +303,12 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
       if (closed || session !== followed || socket.readyState !== WebSocket.OPEN) return
       if (!transmitted.has(message.id)) sendFromSession(messageFrame(message))
     }
-    if (stored !== null && stored.state !== followed.state) {
-      followed.state = stored.state
-      sendFromSession({ type: 'state', state: stored.state })
+    if (stored !== null && session === followed && stored.version >= stateVersion) {
+      stateVersion = stored.version
+      if (stored.state !== followed.state) {
+        followed.state = stored.state
+        sendFromSession({ type: 'state', state: stored.state })
+      }
     }
     // The end of a turn may be among the events lost: typing stays on only while one may work.
     if (
@@ -332,6 +351,7 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
   const followSession = async (next: Session): Promise<void> => {
     const previous = unsubscribe
     session = { id: next.id, state: next.state }
+    stateVersion = next.version
     held ??= []
     // What was counted belongs to the session left behind.
     forgetTurns()
@@ -346,7 +366,10 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
     if (closed) return
     // Read again now that the subscription is live: a pause or close in between is not missed.
     const current = await switchboard.storage.sessions.get({ id: next.id })
-    if (current !== null) session.state = current.state
+    if (current !== null && current.version >= stateVersion) {
+      session.state = current.state
+      stateVersion = current.version
+    }
     transmit({
       type: 'session',
       sessionId: next.id,
@@ -355,7 +378,11 @@ export function serveVisitor(options: VisitorConnectionOptions): VisitorConnecti
     })
     const heard = held ?? []
     held = null
-    for (const frame of heard) transmit(frame)
+    for (const frame of heard) {
+      const version = stateFrameVersions.get(frame)
+      // A change the session frame shows already.
+      if (version === undefined || version > stateVersion) transmit(frame)
+    }
     const refused = refusedBeforeSession ?? 0
     refusedBeforeSession = null
     for (let index = 0; index < refused; index += 1) refuseFrame()

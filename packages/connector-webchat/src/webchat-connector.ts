@@ -92,7 +92,7 @@ export function createWebchatConnector(options: WebchatConnectorOptions): Webcha
   const onTurnCompleted = (event: SwitchboardEvents['turn-completed'][0]) =>
     relay(event.sessionId, { kind: 'typing', on: false, messageId: event.messageId, replied: event.replied })
   const onStateChanged = (event: SwitchboardEvents['session-state-changed'][0]) =>
-    relay(event.sessionId, { kind: 'state', state: event.to })
+    relay(event.sessionId, { kind: 'state', state: event.to, version: event.version })
   // Without credits the job runs no turn, so no turn's end turns off the typing its ack turned on.
   const onErrorRecorded = (event: SwitchboardEvents['session-error-recorded'][0]) => {
     if (event.error.code === 'CREDITS_EXHAUSTED') relay(event.sessionId, { kind: 'typing', on: false })

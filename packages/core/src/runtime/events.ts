@@ -25,7 +25,17 @@ export interface SwitchboardEvents {
       readonly message: string
     },
   ]
-  'session-state-changed': [SessionEvent & { readonly from: SessionState; readonly to: SessionState }]
+  'session-state-changed': [
+    SessionEvent & {
+      readonly from: SessionState
+      readonly to: SessionState
+      /**
+       * The session's version once changed: processes hear each other's changes in any order, and
+       * the later of two changes has the higher version.
+       */
+      readonly version: number
+    },
+  ]
   'session-error-recorded': [SessionEvent & { readonly error: SessionErrorRecord }]
   'llm-usage': [
     SessionEvent & { readonly agentId: number; readonly model: string; readonly usage: TokenUsage },

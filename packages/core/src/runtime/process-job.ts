@@ -422,7 +422,12 @@ function announceOutcome(
     })
   }
   if (saved.state !== previous.state && listening(context, 'session-state-changed')) {
-    emitSafely(context, 'session-state-changed', { ...event, from: previous.state, to: saved.state })
+    emitSafely(context, 'session-state-changed', {
+      ...event,
+      from: previous.state,
+      to: saved.state,
+      version: saved.version,
+    })
   }
   if (listening(context, 'message-created')) {
     for (const message of stored) emitSafely(context, 'message-created', { ...event, message })

@@ -127,6 +127,7 @@ export function createSessionOperations(
         sessionId: result.value.session.id,
         from: result.value.previous.state,
         to: result.value.session.state,
+        version: result.value.session.version,
       })
     }
     return result.map((value) => value.session)
@@ -220,6 +221,7 @@ export function createSessionOperations(
           sessionId: session.id,
           from: previous.state,
           to: session.state,
+          version: session.version,
         })
       }
       if (value.transfer === undefined) return ok(session)
