@@ -845,7 +845,7 @@ class ToggleTwice implements Command {
     }
   }
   toString() {
-    return `ToggleTwice(visitor ${this.visitor}${onServer(this.servers[0])} then${onServer(this.servers[1])})`
+    return `ToggleTwice(visitor ${this.visitor}, through servers ${this.servers.join(' then ')})`
   }
 }
 
