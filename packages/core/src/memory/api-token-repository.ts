@@ -1,7 +1,7 @@
 import type { ApiToken, ApiTokenRepository } from '../ports/storage.js'
 import { decodeCursor, emptyPage, encodeCursor, isCursorTime, isNumberTuple, takePage } from './paging.js'
 import { snapshot, storedText } from './snapshot.js'
-import { storedUuid } from './stored-uuid.js'
+import { isUuid, storedUuid } from './stored-uuid.js'
 import type { Statement } from './undo-log.js'
 
 interface StoredApiToken {
@@ -21,8 +21,6 @@ export function createApiTokenTable(): ApiTokenTable {
   return { rows: new Map(), byHash: new Map() }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
 /** A time and a token id, which a database holds as a uuid: any letter case names the same one. */
 function isPosition(value: unknown): value is [number, string] {
   return (
@@ -31,7 +29,7 @@ function isPosition(value: unknown): value is [number, string] {
     isNumberTuple([value[0]], 1) &&
     isCursorTime(value[0]) &&
     typeof value[1] === 'string' &&
-    UUID.test(value[1])
+    isUuid(value[1])
   )
 }
 
