@@ -1,5 +1,10 @@
 import { readFileSync } from 'node:fs'
-import { createServer as createHttpServer, type Server } from 'node:http'
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import {
@@ -7,11 +12,13 @@ import {
   createArgon2PasswordHasher,
   createJoseTokenSigner,
   createRouter,
+  createWebhookLane,
   errorHandler,
   MIN_JWT_SECRET_BYTES,
   notFound,
   type RouteLogger,
   sendError,
+  type TrustProxy,
 } from '@switchboard/adapter-express'
 import {
   createMsgPlatformConnector,
@@ -125,24 +132,6 @@ export async function startReferenceServer(
   const app = express()
   app.disable('x-powered-by')
   if (config.trustProxy !== undefined) app.set('trust proxy', config.trustProxy)
-  app.use((request, response, next) => {
-    const started = process.hrtime.bigint()
-    // Read now: routers mounted below strip their prefix from the request while they handle it.
-    const path = request.path
-    response.on('finish', () => {
-      logger.info(
-        {
-          requestId: response.locals.requestId,
-          method: request.method,
-          path,
-          status: response.statusCode,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'request',
-      )
-    })
-    next()
-  })
   // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400. Node's own answer (the server
   // is created with requireHostHeader off) has an empty body; this one has the contract's shape.
   app.use((request, response, next) => {
@@ -175,6 +164,30 @@ export async function startReferenceServer(
     response.type('html').send(webchatPage.demoHtml({ integrationId }))
   })
 
+  const routeLogger: RouteLogger = { error: (object, message) => logger.error(object, message) }
+  const webhookReceivers = {
+    msgplatform: createMsgPlatformWebhookHandler({
+      switchboard,
+      logger: {
+        warn: (object, message) => logger.warn(object, message),
+        error: (object, message) => logger.error(object, message),
+      },
+    }),
+  }
+  // Plain signed webhooks skip Express (the busiest requests; see createWebhookLane); every other
+  // request, and any webhook out of the ordinary, is the app's.
+  const webhookLane = createWebhookLane({
+    receivers: webhookReceivers,
+    mountPath: '/api',
+    requireHttps: config.production,
+    trustProxy: app.get('trust proxy fn') as TrustProxy,
+    logger: routeLogger,
+  })
+  const listener = (request: IncomingMessage, response: ServerResponse) => {
+    logRequest(logger, request, response)
+    if (!webhookLane(request, response)) app(request, response)
+  }
+
   const tls = config.tlsCertFile !== undefined && config.tlsKeyFile !== undefined
   const server: Server = tls
     ? createHttpsServer(
@@ -183,9 +196,9 @@ export async function startReferenceServer(
           key: readFileSync(config.tlsKeyFile!),
           requireHostHeader: false,
         },
-        app,
+        listener,
       )
-    : createHttpServer({ requireHostHeader: false }, app)
+    : createHttpServer({ requireHostHeader: false }, listener)
   answerClientErrors(server)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
@@ -204,7 +217,6 @@ export async function startReferenceServer(
   const url = `${tls ? 'https' : 'http'}://${host}:${address.port}`
   const publicUrl = config.publicUrl ?? url
 
-  const routeLogger: RouteLogger = { error: (object, message) => logger.error(object, message) }
   // Mounted right after listen, with no await in between, so no request can arrive first; the
   // router needs the bound port for the webhook URLs it hands out when PORT=0.
   app.use(
@@ -215,15 +227,7 @@ export async function startReferenceServer(
       billing,
       publicUrl,
       logger: routeLogger,
-      webhooks: {
-        msgplatform: createMsgPlatformWebhookHandler({
-          switchboard,
-          logger: {
-            warn: (object, message) => logger.warn(object, message),
-            error: (object, message) => logger.error(object, message),
-          },
-        }),
-      },
+      webhooks: webhookReceivers,
       requireHttps: config.production,
     }),
   )
@@ -263,4 +267,25 @@ export async function startReferenceServer(
       return closing
     },
   }
+}
+
+/** One log line per request, whichever of the webhook lane and the app answered it. */
+function logRequest(logger: Logger, request: IncomingMessage, response: ServerResponse): void {
+  if (!logger.isLevelEnabled('info')) return
+  const started = process.hrtime.bigint()
+  const url = request.url ?? ''
+  const query = url.indexOf('?')
+  const path = query === -1 ? url : url.slice(0, query)
+  response.on('finish', () => {
+    logger.info(
+      {
+        requestId: response.getHeader('x-request-id'),
+        method: request.method,
+        path,
+        status: response.statusCode,
+        ms: Number(process.hrtime.bigint() - started) / 1e6,
+      },
+      'request',
+    )
+  })
 }

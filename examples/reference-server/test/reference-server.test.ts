@@ -300,6 +300,12 @@ describe('the reference server', () => {
     await fetch(`${service.url}/api/health`)
     await fetch(`${service.url}/api/sessions?limit=5`)
     await fetch(`${service.url}/widget.js`)
+    // Served by the webhook lane, ahead of Express.
+    await fetch(`${service.url}/api/webhook/msgplatform/999`, {
+      method: 'POST',
+      headers: { 'x-request-id': 'platform-delivery-7' },
+      body: '{}',
+    })
 
     const requests = logged.mock.calls
       .filter(([, message]) => message === 'request')
@@ -308,7 +314,14 @@ describe('the reference server', () => {
       expect.objectContaining({ method: 'GET', path: '/api/health', status: 200 }),
       expect.objectContaining({ method: 'GET', path: '/api/sessions', status: 401 }),
       expect.objectContaining({ method: 'GET', path: '/widget.js', status: 200 }),
+      expect.objectContaining({
+        method: 'POST',
+        path: '/api/webhook/msgplatform/999',
+        status: 404,
+        requestId: 'platform-delivery-7',
+      }),
     ])
+    expect(requests[0]).toHaveProperty('requestId', expect.stringMatching(/^[0-9a-f-]{36}$/))
   })
 
   it('serves HTTPS with TLS_CERT_FILE and TLS_KEY_FILE', async () => {

@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type RequestHandler } from 'express'
 import type { RouteLogger } from './handle.js'
 import { sendError } from './send-error.js'
 
-const BODY_LIMIT_BYTES = 1024 * 1024
+export const BODY_LIMIT_BYTES = 1024 * 1024
 
 /**
  * Every string of a body with each lone surrogate (a JSON escape such as `\ud800`) replaced by
@@ -76,9 +76,13 @@ export const rawBody: RequestHandler = (request, response, next) => {
   })
 }
 
+/** The caller's `X-Request-Id` when it is a plain token, else a new one. */
+export function requestIdFor(incoming: string | undefined): string {
+  return incoming !== undefined && /^[\w.-]{1,100}$/.test(incoming) ? incoming : randomUUID()
+}
+
 export const requestId: RequestHandler = (request, response, next) => {
-  const incoming = request.get('x-request-id')
-  const id = incoming !== undefined && /^[\w.-]{1,100}$/.test(incoming) ? incoming : randomUUID()
+  const id = requestIdFor(request.get('x-request-id'))
   response.locals.requestId = id
   response.setHeader('X-Request-Id', id)
   next()

@@ -13,7 +13,7 @@ export interface WebhookRoutesOptions {
 }
 
 /** Webchat talks over its WebSocket; no webhook path of its exists, whatever follows it. */
-const WEBSOCKET_ONLY_TYPES: ReadonlySet<string> = new Set(['webchat'])
+export const WEBSOCKET_ONLY_TYPES: ReadonlySet<string> = new Set(['webchat'])
 
 const noSuchWebhook = () => switchboardError('NOT_FOUND', 'no such webhook')
 
