@@ -301,7 +301,9 @@ async function main(): Promise<void> {
   console.log('')
   for (const { storage, rows } of results) {
     const base = rows.find((row) => row.kind === 'baseline')!.requestsPerSecond
-    for (const row of rows.filter((candidate) => candidate.kind !== 'baseline')) {
+    // The aim is about the door the platform waits on; the answered row shares the CPUs with the
+    // turns its webhooks cause, so it shows the whole pipeline and gets no verdict.
+    for (const row of rows.filter((candidate) => candidate.kind === 'store')) {
       const ratio = row.requestsPerSecond / base
       console.log(
         `${ratio >= TARGET_RATIO ? 'meets' : 'misses'} the aim of ≥ ${TARGET_RATIO} × HMAC-only: ${storage}, ${row.name} (${ratio.toFixed(2)})`,
