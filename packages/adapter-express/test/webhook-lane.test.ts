@@ -1,19 +1,10 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import {
-  createAccounts,
-  createBilling,
-  createMemoryKnowledgeIndex,
-  createMemoryStorage,
-  createOfflineProvider,
-  createSwitchboard,
-  type WebhookReceiver,
-} from '@switchboard/core'
-import { createFakePasswordHasher, createFakeTokenSigner } from '@switchboard/core/testing'
-import express from 'express'
+import type { WebhookReceiver } from '@switchboard/core'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createRouter, createWebhookLane, type TrustProxy } from '../src/index.js'
+import { createWebhookLane, type TrustProxy } from '../src/index.js'
+import { createWebhookApp } from './support/webhook-app.js'
 
 /** What a receiver was handed, in a form two servers' calls can be compared in. */
 type Call = string
@@ -63,39 +54,18 @@ const servers: Server[] = []
 async function startDoor(settings: DoorSettings, withLane: boolean): Promise<Door> {
   const calls: Call[] = []
   const failures: unknown[] = []
-  const storage = createMemoryStorage()
-  const switchboard = createSwitchboard({
-    storage,
-    model: createOfflineProvider(),
-    knowledge: createMemoryKnowledgeIndex(),
-    concurrency: 0,
-  })
-  const accounts = createAccounts({
-    storage,
-    hasher: createFakePasswordHasher(),
-    signer: createFakeTokenSigner({ secret: 'webhook-lane-test-secret' }),
-  })
   const receivers = { stub: recordingReceiver(calls), webchat: recordingReceiver(calls) }
   const logger = { error: (object: Record<string, unknown>) => void failures.push(object.err) }
   const door: Door = { port: 0, calls, failures, expressRequests: 0 }
-  const app = express()
-  if (settings.trustProxy !== undefined) app.set('trust proxy', settings.trustProxy)
-  app.use((_request, _response, next) => {
-    door.expressRequests += 1
-    next()
+  const app = createWebhookApp({
+    receivers,
+    ...settings,
+    logger,
+    before: (_request, _response, next) => {
+      door.expressRequests += 1
+      next()
+    },
   })
-  app.use(
-    '/api',
-    createRouter({
-      switchboard,
-      accounts,
-      billing: createBilling({ storage }),
-      publicUrl: 'https://switchboard.test',
-      webhooks: receivers,
-      requireHttps: settings.requireHttps,
-      logger,
-    }),
-  )
   const lane = createWebhookLane({
     receivers,
     mountPath: '/api',

@@ -1,20 +1,8 @@
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import {
-  createAccounts,
-  createBilling,
-  createMemoryKnowledgeIndex,
-  createMemoryStorage,
-  createOfflineProvider,
-  createSwitchboard,
-  type WebhookReceiver,
-  type WebhookRefusal,
-  type WebhookRequest,
-} from '@switchboard/core'
-import { createFakePasswordHasher, createFakeTokenSigner } from '@switchboard/core/testing'
-import express from 'express'
+import type { WebhookReceiver, WebhookRefusal, WebhookRequest } from '@switchboard/core'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createRouter } from '../src/index.js'
+import { createWebhookApp } from './support/webhook-app.js'
 
 interface Door {
   readonly baseUrl: string
@@ -55,31 +43,8 @@ async function startDoor(
       return { status: 200, body: { ok: true, verified: true } }
     },
   }
-  const storage = createMemoryStorage()
-  const switchboard = createSwitchboard({
-    storage,
-    model: createOfflineProvider(),
-    knowledge: createMemoryKnowledgeIndex(),
-    concurrency: 0,
-  })
-  const accounts = createAccounts({
-    storage,
-    hasher: createFakePasswordHasher(),
-    signer: createFakeTokenSigner({ secret: 'webhook-routes-test-secret' }),
-  })
-  const app = express()
-  if (options.trustProxy !== undefined) app.set('trust proxy', options.trustProxy)
-  app.use(
-    '/api',
-    createRouter({
-      switchboard,
-      accounts,
-      billing: createBilling({ storage }),
-      publicUrl: 'https://switchboard.test',
-      webhooks: { stub, webchat: stub },
-      ...(options.requireHttps === undefined ? {} : { requireHttps: options.requireHttps }),
-    }),
-  )
+  const { fails: _fails, ...settings } = options
+  const app = createWebhookApp({ receivers: { stub, webchat: stub }, ...settings })
   const server = app.listen(0, '127.0.0.1')
   await new Promise<void>((resolve) => server.once('listening', resolve))
   servers.push(server)
