@@ -1,13 +1,22 @@
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
+import { createServer, request as httpRequest } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { KnowledgeIndex, Storage } from '@switchboard/core'
+import {
+  createMemoryKnowledgeIndex,
+  createOfflineProvider,
+  createSwitchboard,
+  type KnowledgeIndex,
+  type Storage,
+} from '@switchboard/core'
 import {
   runEventBusConformance,
   runJobQueueConformance,
   runKnowledgeIndexConformance,
   runStorageConformance,
+  seedChannel,
 } from '@switchboard/core/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -61,6 +70,62 @@ runKnowledgeIndexConformance('PGlite', () => knowledge)
 describe('PGlite adapter', () => {
   runAdapterCases({ db: () => db, storage: () => storage })
   runDurabilityCases({ db: () => db, storage: () => storage })
+
+  // PGlite runs statements synchronously on this thread: unless it lets the event loop poll
+  // before a transaction, the requests waiting on other sockets are read only once the store under
+  // way is over, so each message was stored alone, a transaction apiece, under any load.
+  it('stores messages that arrive on other connections while one is stored together, not a transaction each', async () => {
+    let transactions = 0
+    const counted: Db = {
+      ...db,
+      transaction: (fn) => {
+        transactions += 1
+        return db.transaction(fn)
+      },
+    }
+    const countedStorage = await createPostgresStorage({ db: counted })
+    const { integration } = await seedChannel(countedStorage, { agent: { kind: 'human' } })
+    const switchboard = createSwitchboard({
+      storage: countedStorage,
+      model: createOfflineProvider(),
+      knowledge: createMemoryKnowledgeIndex(),
+      concurrency: 0,
+    })
+    const server = createServer((request, response) => {
+      const clientId = request.url!.slice(1)
+      void switchboard
+        .ingest({ integrationId: integration.id, clientId, text: 'hello' }, { integration })
+        .then((stored) => response.writeHead(stored.isOk() ? 200 : 500).end())
+    })
+    server.listen(0, '127.0.0.1')
+    await new Promise<void>((resolve) => server.once('listening', resolve))
+    const { port } = server.address() as AddressInfo
+    const CUSTOMERS = 20
+    const post = (clientId: string) =>
+      new Promise<number>((resolve, reject) =>
+        httpRequest(
+          { host: '127.0.0.1', port, method: 'POST', path: `/${clientId}`, agent: false },
+          (answer) => {
+            answer.resume()
+            resolve(answer.statusCode!)
+          },
+        )
+          .on('error', reject)
+          .end(),
+      )
+    try {
+      // Each on a connection of its own, all sent before any is answered.
+      const before = transactions
+      const statuses = await Promise.all(Array.from({ length: CUSTOMERS }, (_, index) => post(`c-${index}`)))
+      expect(statuses).toEqual(Array(CUSTOMERS).fill(200))
+      const stored = await countedStorage.sessions.list({ companyId: integration.companyId, limit: 100 })
+      expect(stored.items).toHaveLength(CUSTOMERS)
+      expect(transactions - before).toBeLessThanOrEqual(CUSTOMERS / 4)
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await switchboard.stop()
+    }
+  })
 
   it('migrates an empty schema from scratch, once, when asked twice at the same time', async () => {
     const schema = `migration_${Date.now()}`
