@@ -117,6 +117,14 @@ function withoutParameters(error: unknown): unknown {
   return error
 }
 
+/**
+ * PGlite runs each statement synchronously on this thread, so a chain of statements never let the
+ * event loop read the requests waiting on other sockets: each webhook was stored alone, a whole
+ * transaction apiece. Letting the loop poll first, the requests that arrived meanwhile reach the
+ * ingest queue and are stored together in the next transaction.
+ */
+const ioFirst = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
 function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
   let closed = false
 
@@ -129,6 +137,7 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
 
     async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
       assertOpen()
+      await ioFirst()
       try {
         const result = await pglite.query<Row>(sql, storableParameters(params))
         return result.rows
@@ -139,6 +148,7 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
 
     async transaction(fn) {
       assertOpen()
+      await ioFirst()
       return pglite.transaction(async (transaction) => {
         /** The first statement that failed: the transaction is aborted, whatever `fn` does next. */
         const failures: unknown[] = []
