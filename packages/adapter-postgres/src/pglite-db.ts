@@ -136,8 +136,9 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
     kind: 'pglite',
 
     async query<Row extends object = DbRow>(sql: string, params: readonly unknown[] = []) {
-      assertOpen()
       await ioFirst()
+      // Checked after the wait: the database may have been closed meanwhile.
+      assertOpen()
       try {
         const result = await pglite.query<Row>(sql, storableParameters(params))
         return result.rows
@@ -147,8 +148,9 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
     },
 
     async transaction(fn) {
-      assertOpen()
       await ioFirst()
+      // Checked after the wait: the database may have been closed meanwhile.
+      assertOpen()
       return pglite.transaction(async (transaction) => {
         /** The first statement that failed: the transaction is aborted, whatever `fn` does next. */
         const failures: unknown[] = []
