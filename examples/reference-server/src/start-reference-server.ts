@@ -52,6 +52,11 @@ export interface ReferenceServerOptions {
   readonly tools?: readonly Tool[]
   /** Replaces argon2id, e.g. with a fast fake in tests. */
   readonly passwordHasher?: PasswordHasher
+  /**
+   * How long a job stays with a process that stopped renewing it (`createSwitchboard`'s
+   * `leaseMs`, default 55 s): a job of a process that died waits this long to be taken again.
+   */
+  readonly leaseMs?: number
 }
 
 export interface ReferenceServer {
@@ -104,6 +109,7 @@ export async function startReferenceServer(
     tools: options.tools ?? [],
     // The service sells credits: a company at 0 USD gets no more answers (CONTRACT §9).
     enforceCredits: true,
+    leaseMs: options.leaseMs,
     logger: {
       warn: (object, message) => logger.warn(object, message),
       error: (object, message) => logger.error(object, message),
