@@ -1,4 +1,4 @@
-import { createServer } from 'node:http'
+import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
 /** A reply the service sent to the platform (`POST /v1/messages`). */
@@ -12,6 +12,7 @@ export interface PlatformRequest {
   readonly method: string
   readonly path: string
   readonly authorization: string | undefined
+  readonly headers: IncomingHttpHeaders
   readonly body: Record<string, unknown>
 }
 
@@ -44,6 +45,7 @@ export async function startFakePlatform(): Promise<FakePlatform> {
         method: request.method ?? '',
         path: request.url ?? '',
         authorization: request.headers.authorization,
+        headers: request.headers,
         body,
       })
       if (request.method === 'POST' && request.url === '/v1/messages') {
