@@ -14,6 +14,8 @@ export interface PlatformRequest {
   readonly authorization: string | undefined
   readonly headers: IncomingHttpHeaders
   readonly body: Record<string, unknown>
+  /** When the whole request had arrived (`Date.now()`). */
+  readonly receivedAt: number
 }
 
 export interface FakePlatform {
@@ -47,6 +49,7 @@ export async function startFakePlatform(): Promise<FakePlatform> {
         authorization: request.headers.authorization,
         headers: request.headers,
         body,
+        receivedAt: Date.now(),
       })
       if (request.method === 'POST' && request.url === '/v1/messages') {
         replies.push({ clientId: String(body.client_id), text: String(body.text) })
