@@ -113,7 +113,6 @@ interface Server {
 
 /** What one kill hit, as far as the test can tell: printed for the record. */
 interface KillRecord {
-  readonly pid: string
   readonly webhooksInFlight: number
   /** Jobs leased (by any process) the moment it died: those taken again were the dead one's. */
   readonly leasedJobs: ReadonlyMap<string, string>
@@ -173,6 +172,7 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
       await Promise.all(Array.from({ length: Math.max(0, count - live.length) }, startServer))
     }
 
+    /** The live processes that do not answer /api/health as they should, and why. */
     async function unhealthy(): Promise<string[]> {
       const answers = await Promise.all(
         live.map(async (server) => {
@@ -182,7 +182,10 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
             answer.status === 200 &&
             answer.body.ok === true &&
             answer.body.storage === 'postgres'
-          return healthy ? null : `${server.pid}: ${JSON.stringify(answer)}`
+          // Kills run at once: another may have taken this process while it was being asked.
+          if (healthy || killed.has(server.pid)) return null
+          const { exitCode, signalCode } = server.process.child
+          return `${server.pid} (exit ${exitCode ?? signalCode ?? 'none'}): ${JSON.stringify(answer)} ${server.process.output().stderr}`
         }),
       )
       return answers.filter((answer) => answer !== null)
@@ -246,7 +249,6 @@ describe.runIf(connectionString !== undefined && connectionString !== '')(
       )
       const claimedBefore = new Map(claims.map((claim) => [claim.message_id, claim.lease_token]))
       record({
-        pid: victim.pid,
         webhooksInFlight,
         leasedJobs: new Map(jobs.map((job) => [job.id, job.lease_token])),
         abandonedDeliveries: stillClaimed.filter(
