@@ -3,6 +3,7 @@ import { once } from 'node:events'
 import { createPgDb, type Db } from '@switchboard/adapter-postgres'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { inSchema } from '../../../test-support/in-schema.js'
 import { type FakePlatform, startFakePlatform } from './support/fake-platform.js'
 import { type Answer, call, sendWebhook, setUpTenant, type Tenant } from './support/http-client.js'
 import { type ServerProcess, startServerProcess } from './support/server-process.js'
@@ -118,13 +119,6 @@ interface KillRecord {
   readonly leasedJobs: ReadonlyMap<string, string>
   /** Replies it had claimed and not sent 2 s after it died. */
   readonly abandonedDeliveries: number
-}
-
-/** DATABASE_URL with the test's own schema, so the servers see nothing of other tests. */
-function inSchema(url: string, schema: string): string {
-  const withSchema = new URL(url)
-  withSchema.searchParams.set('options', `-c search_path=${schema}`)
-  return withSchema.toString()
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

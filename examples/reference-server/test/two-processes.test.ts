@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { createPgDb, type Db } from '@switchboard/adapter-postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { inSchema } from '../../../test-support/in-schema.js'
 import { type FakePlatform, startFakePlatform } from './support/fake-platform.js'
 import { call, sendWebhook, setUpTenant, type Tenant } from './support/http-client.js'
 import { type ServerProcess, startServerProcess } from './support/server-process.js'
@@ -11,13 +12,6 @@ const SESSIONS = 200
 const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'foxtrot'] as const
 const answerTo = (word: string) => `Answer ${word}.`
 const OWNER = { email: 'owner@two-processes.test', password: 'correct horse battery' }
-
-/** DATABASE_URL with the test's own schema, so the servers see nothing of other tests. */
-function inSchema(url: string, schema: string): string {
-  const withSchema = new URL(url)
-  withSchema.searchParams.set('options', `-c search_path=${schema}`)
-  return withSchema.toString()
-}
 
 // Only a real server can be shared by processes; CI always sets DATABASE_URL, so this never skips there.
 describe.runIf(connectionString !== undefined && connectionString !== '')(

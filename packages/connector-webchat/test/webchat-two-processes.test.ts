@@ -5,16 +5,10 @@ import {
   type ServerProcess,
   startServerProcess,
 } from '../../../examples/reference-server/test/support/server-process.js'
+import { inSchema } from '../../../test-support/in-schema.js'
 import { connectVisitor, type Visitor } from './support/visitor.js'
 
 const connectionString = process.env.DATABASE_URL
-
-/** DATABASE_URL with the test's own schema, so the servers see nothing of other tests. */
-function inSchema(url: string, schema: string): string {
-  const withSchema = new URL(url)
-  withSchema.searchParams.set('options', `-c search_path=${schema}`)
-  return withSchema.toString()
-}
 
 async function call<T = Record<string, unknown>>(
   url: string,
