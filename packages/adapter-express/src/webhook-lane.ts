@@ -50,7 +50,14 @@ const INTERNAL_ERROR = { error: { code: 'INTERNAL_ERROR', message: 'internal ser
  *   createServer((request, response) => lane(request, response) || app(request, response))
  */
 export function createWebhookLane(options: WebhookLaneOptions): WebhookLane {
-  const { receivers, mountPath } = options
+  const { receivers, mountPath } = options ?? {}
+  // Checked now: from plain JavaScript, a missing map failed only at the first webhook, as an
+  // exception thrown out of the server's request listener.
+  if (typeof receivers !== 'object' || receivers === null) {
+    throw new ConfigError(
+      `createWebhookLane: receivers must be an object of WebhookReceivers by connector type, as createRouter's webhooks, got ${receivers === null ? 'null' : typeof receivers}`,
+    )
+  }
   if (typeof mountPath !== 'string' || !MOUNT_PATH.test(mountPath)) {
     throw new ConfigError(
       `createWebhookLane: mountPath must be where the router is mounted, such as "/api" (or "" for the root), got ${JSON.stringify(mountPath)}`,

@@ -1,9 +1,9 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { WebhookReceiver } from '@switchboard/core'
+import { ConfigError, type WebhookReceiver } from '@switchboard/core'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createWebhookLane, type TrustProxy } from '../src/index.js'
+import { createWebhookLane, type TrustProxy, type WebhookLaneOptions } from '../src/index.js'
 import { createWebhookApp } from './support/webhook-app.js'
 
 /** What a receiver was handed, in a form two servers' calls can be compared in. */
@@ -285,6 +285,12 @@ describe('the webhook lane ahead of the Express router', () => {
       expect(() => createWebhookLane({ receivers: {}, mountPath })).toThrow(/mountPath/)
     }
     expect(() => createWebhookLane({ receivers: {}, mountPath: '' })).not.toThrow()
+  })
+
+  it('refuses to start without receivers, rather than failing at the first webhook', () => {
+    const withoutReceivers = { mountPath: '/api' } as unknown as WebhookLaneOptions
+    expect(() => createWebhookLane(withoutReceivers)).toThrow(/receivers must be an object/)
+    expect(() => createWebhookLane(undefined as unknown as WebhookLaneOptions)).toThrow(ConfigError)
   })
 
   it('answers every request as the router alone does, and hands the receiver the same (property)', async () => {
