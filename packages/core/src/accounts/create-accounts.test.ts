@@ -169,6 +169,25 @@ function slowDown(hasher: PasswordHasher): void {
   }
 }
 
+/** Password checks wait until released, as slow argon2id checks in flight would. */
+function holdChecks(hasher: PasswordHasher) {
+  const verify = hasher.verify.bind(hasher)
+  let held: (() => void)[] = []
+  let released = false
+  hasher.verify = async (input) => {
+    if (!released) await new Promise<void>((resolve) => held.push(resolve))
+    return verify(input)
+  }
+  return {
+    waiting: () => held.length,
+    all: () => {
+      released = true
+      for (const resolve of held) resolve()
+      held = []
+    },
+  }
+}
+
 describe('login', () => {
   it('answers a session whose access token expires in an hour, in Unix seconds', async () => {
     const { signer, register, login } = setup()
@@ -309,6 +328,63 @@ describe('login', () => {
     const codes = results.map((result) => (result.isOk() ? 'ok' : result.error.code))
     expect(codes.filter((code) => code === 'ok')).toHaveLength(18)
     expect(codes.filter((code) => code === 'INVALID_CREDENTIALS')).toHaveLength(6)
+  })
+
+  // Several server processes share one database (CONTRACT §1): each has its own accounts over the
+  // same storage, and cannot see the other's password checks in flight.
+  it('lets in a login to one process while 10 with the right password are checked in another', async () => {
+    const { accounts, hasher, register, storage, clock } = setup()
+    await register()
+    const release = holdChecks(hasher)
+    const other = createAccounts({
+      storage,
+      hasher,
+      signer: createFakeTokenSigner({ secret: 'test-secret' }),
+      clock,
+    })
+
+    const first = Array.from({ length: 10 }, () =>
+      accounts.login({ email: 'ada@example.com', password: PASSWORD }),
+    )
+    await vi.waitFor(() => expect(release.waiting()).toBe(10))
+    const second = other.login({ email: 'ada@example.com', password: PASSWORD })
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    release.all()
+
+    const results = await Promise.all([...first, second])
+    expect(results.map((result) => (result.isOk() ? 'ok' : result.error.code))).toEqual(
+      Array.from({ length: 11 }, () => 'ok'),
+    )
+  })
+
+  it('checks no guess in one process while 10 are checked in another, and refuses it once they fail', async () => {
+    const { accounts, hasher, register, storage, clock } = setup()
+    await register()
+    const release = holdChecks(hasher)
+    const verify = vi.spyOn(hasher, 'verify')
+    const other = createAccounts({
+      storage,
+      hasher,
+      signer: createFakeTokenSigner({ secret: 'test-secret' }),
+      clock,
+    })
+
+    const first = Array.from({ length: 10 }, (_, index) =>
+      accounts.login({ email: 'ada@example.com', password: `guess ${index}` }),
+    )
+    await vi.waitFor(() => expect(release.waiting()).toBe(10))
+    const second = Array.from({ length: 5 }, (_, index) =>
+      other.login({ email: 'ada@example.com', password: index === 0 ? PASSWORD : `other guess ${index}` }),
+    )
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    release.all()
+
+    const codes = (await Promise.all([...first, ...second])).map((result) => errorOf(result).code)
+    expect(codes).toEqual([
+      ...Array.from({ length: 10 }, () => 'INVALID_CREDENTIALS'),
+      ...Array.from({ length: 5 }, () => 'RATE_LIMITED'),
+    ])
+    expect(verify).toHaveBeenCalledTimes(10)
   })
 
   it('lets logins through again once the oldest failure leaves the window', async () => {

@@ -103,6 +103,29 @@ function loginFailureKey(email: string): string {
   return createHash('sha256').update(email.toLowerCase(), 'utf8').digest('hex')
 }
 
+/**
+ * Where the logins of an email whose password is being checked are kept, apart from its failures:
+ * processes sharing the storage see each other's checks in flight, and only failures turn logins
+ * away (CONTRACT §3).
+ */
+function inFlightKey(emailKey: string): string {
+  return `${emailKey}:in-flight`
+}
+
+/**
+ * How long a password check may be in flight. A login recorded as in flight longer ago is taken
+ * for one whose process died mid-check: it holds up nothing any more.
+ */
+const IN_FLIGHT_MS = 30_000
+
+/**
+ * A short random wait for checks in flight in another process to end. Real time, not the clock:
+ * it only spaces out the looks, and a process cannot be told when another's check ends.
+ */
+function pauseForOtherProcesses(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20))
+}
+
 export function createAccounts(options: CreateAccountsOptions): Accounts {
   const { storage, hasher, signer } = options
   const clock = options.clock ?? createSystemClock()
@@ -144,21 +167,30 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     return { access_token: accessToken, refresh_token: refreshToken, expires_at: expiresAt }
   }
 
-  /** A RATE_LIMITED error once the email has `allowed` failures in the window, else null. */
-  const throttle = async (
-    emailKey: string,
-    now: Date,
-    allowed = settings.maxFailedLogins,
-  ): Promise<SwitchboardError | null> => {
+  /** A RATE_LIMITED error once the email has the allowed failures in the window, else null. */
+  const throttle = async (emailKey: string, now: Date): Promise<SwitchboardError | null> => {
     const windowMs = settings.failedLoginWindowSeconds * 1000
     const since = new Date(now.getTime() - windowMs)
     const failures = await storage.loginFailures.count({ emailKey, since })
-    if (failures < allowed) return null
+    if (failures < settings.maxFailedLogins) return null
     // Once the oldest failure in the window leaves it, an attempt is allowed again.
     const oldest = await storage.loginFailures.oldestSince({ emailKey, since })
     const freeAtMs = oldest === null ? now.getTime() : Date.parse(oldest) + windowMs
     const retryAfterSeconds = Math.max(1, Math.ceil((freeAtMs - now.getTime()) / 1000))
     return switchboardError('RATE_LIMITED', 'too many failed logins; try again later', { retryAfterSeconds })
+  }
+
+  /**
+   * Failed logins in the window plus logins whose password is being checked, in any process. The
+   * checks are read first: a check that fails in between is then counted twice, never missed.
+   */
+  const failuresAndChecks = async (emailKey: string, now: Date): Promise<number> => {
+    const checks = await storage.loginFailures.count({
+      emailKey: inFlightKey(emailKey),
+      since: new Date(now.getTime() - IN_FLIGHT_MS),
+    })
+    const windowStart = new Date(now.getTime() - settings.failedLoginWindowSeconds * 1000)
+    return checks + (await storage.loginFailures.count({ emailKey, since: windowStart }))
   }
 
   /**
@@ -172,31 +204,31 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
   >()
 
   /**
-   * Counts the attempt as a failure before its password is checked (the count is read again
-   * after: guesses sent at once to several processes would otherwise all pass while the slow hash
-   * runs), or turns it away. One that finds the allowed failures taken by checks running in this
-   * process waits for one to end and looks again: only failures turn a login away (CONTRACT §3),
-   * and a burst of guesses still gets no more passwords checked than failures are allowed.
+   * Admits the attempt to a password check, recorded as in flight, or turns it away once the
+   * email has the allowed failures. Checks in flight take up the failures still allowed, as each
+   * may turn out to be one: an attempt that finds them all taken, by checks in this process or in
+   * another sharing the storage, waits for one to end and looks again. So only failures turn a
+   * login away (CONTRACT §3), and a burst of guesses sent at once to several processes still gets
+   * no more passwords checked than failures are allowed. The count is read again after recording:
+   * processes recording at once would otherwise all pass.
    */
   const admit = async (
     emailKey: string,
     checks: ReadonlySet<Promise<unknown>>,
   ): Promise<Result<Date, SwitchboardError>> => {
+    const allowed = settings.maxFailedLogins
     for (;;) {
       const now = clock.now()
       const limited = await throttle(emailKey, now)
-      if (limited !== null) {
-        if (checks.size === 0) return err(limited)
-        await Promise.race(checks)
-        continue
+      if (limited !== null) return err(limited)
+      if ((await failuresAndChecks(emailKey, now)) < allowed) {
+        await storage.loginFailures.record({ emailKey: inFlightKey(emailKey), at: now })
+        if ((await failuresAndChecks(emailKey, now)) <= allowed) return ok(now)
+        // Overtaken by attempts recorded at the same time in other processes: step back and wait.
+        await storage.loginFailures.forget({ emailKey: inFlightKey(emailKey), at: now })
       }
-      await storage.loginFailures.record({ emailKey, at: now })
-      const overtaken = await throttle(emailKey, now, settings.maxFailedLogins + 1)
-      if (overtaken === null) return ok(now)
-      // Overtaken by attempts in other processes; turned away unchecked, it is no failure (kept, a
-      // burst of right passwords would lock the email out for the whole window).
-      await storage.loginFailures.forget({ emailKey, at: now })
-      return err(overtaken)
+      if (checks.size > 0) await Promise.race(checks)
+      else await pauseForOtherProcesses()
     }
   }
 
@@ -215,23 +247,40 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
     storage.loginFailures.forgetBefore({ before: new Date(now.getTime() - windowMs) }).catch(nothing)
   }
 
-  /** The second half of a login, once its attempt is counted: a success takes back its own record only. */
+  /**
+   * The second half of a login, once admitted: its check is taken off the ones in flight, and a
+   * failure recorded in its place.
+   */
   const checkPassword = async (
     email: string,
     password: string,
     emailKey: string,
     now: Date,
   ): Promise<Result<LoginResult, SwitchboardError>> => {
-    const user = await storage.users.findByEmail({ email })
-    const matches =
-      user === null
-        ? await hasher.verify({ hash: await dummyPasswordHash(), password }).then(() => false)
-        : await hasher.verify({ hash: user.passwordHash, password })
+    let matches: boolean
+    let user: Awaited<ReturnType<typeof storage.users.findByEmail>>
+    try {
+      user = await storage.users.findByEmail({ email })
+      matches =
+        user === null
+          ? await hasher.verify({ hash: await dummyPasswordHash(), password }).then(() => false)
+          : await hasher.verify({ hash: user.passwordHash, password })
+    } catch (error) {
+      // Neither a failure nor a success: the check is no longer in flight, and counts for nothing.
+      await storage.loginFailures.forget({ emailKey: inFlightKey(emailKey), at: now }).catch(nothing)
+      throw error
+    }
     if (user === null || !matches) {
+      // Together, so that no process sees the failure neither in flight nor recorded, and admits
+      // one guess too many.
+      await storage.transaction(async (tx) => {
+        await tx.loginFailures.record({ emailKey, at: now })
+        await tx.loginFailures.forget({ emailKey: inFlightKey(emailKey), at: now })
+      })
       return err(switchboardError('INVALID_CREDENTIALS', INVALID_CREDENTIALS_MESSAGE))
     }
     // The failures before it still count until they leave the window (CONTRACT §3).
-    await storage.loginFailures.forget({ emailKey, at: now })
+    await storage.loginFailures.forget({ emailKey: inFlightKey(emailKey), at: now })
 
     const owner: TokenOwner = { userId: user.id, companyId: user.companyId, loginId: ids.uuid() }
     const refreshToken = await storeRefreshToken(storage, owner, now)
