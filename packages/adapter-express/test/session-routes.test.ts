@@ -199,6 +199,32 @@ describe('reading sessions over HTTP', () => {
       }
     }
   })
+
+  // The session is looked up before its body is read: a path id names a resource that is not
+  // there whatever is sent to it (CONTRACT §2), as on the agents and integrations routes.
+  it('answers 404 for an unknown or malformed session id whatever the body', async () => {
+    const badBodies: Record<string, unknown> = {
+      '/messages': { text: '' },
+      '/pause': { reason: 1 },
+      '/resume': { unknown: true },
+      '/close': { reason: 'x'.repeat(501) },
+      '/reassign': {},
+    }
+    for (const [suffix, body] of Object.entries(badBodies)) {
+      for (const id of ['6f1c2b8e-9a4d-4c3b-8e2f-1a2b3c4d5e6f', 'not-a-uuid']) {
+        const answer = await server.request('POST', `/api/sessions/${id}${suffix}`, {
+          token: company.jwt,
+          body,
+        })
+        expect(answer.status, `POST ${id}${suffix}`).toBe(404)
+        expect(errorOf(answer.body).code).toBe('NOT_FOUND')
+      }
+    }
+    const other = await newSession()
+    const invalid = await post(`/api/sessions/${other}/reassign`, {})
+    expect(invalid.status).toBe(400)
+    expect(errorOf(invalid.body).code).toBe('VALIDATION_ERROR')
+  })
 })
 
 describe('operating sessions over HTTP', () => {

@@ -57,7 +57,11 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
   const auth = requireAuth(accounts, logger)
   const operations = switchboard.sessions
 
-  /** The session the path names, of the caller's company; sends 404 and answers null otherwise. */
+  /**
+   * The session the path names, of the caller's company; sends 404 and answers null otherwise.
+   * Looked up before the body is read: an unknown or foreign session is NOT_FOUND whatever is sent
+   * to it, even a body naming a foreign agent (CONTRACT §2).
+   */
   const sessionOf = async (id: string | undefined, response: Response): Promise<Session | null> => {
     const sessionId = uuidId(id)
     const session =
@@ -156,10 +160,10 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/messages',
     auth,
     handle(logger, async (request, response) => {
-      const input = validate(messageSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
       const session = await sessionOf(String(request.params.id), response)
       if (session === null) return
+      const input = validate(messageSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
       const sent = await operations.sendOperatorMessage({
         companyId: session.companyId,
         sessionId: session.id,
@@ -174,10 +178,10 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/pause',
     auth,
     handle(logger, async (request, response) => {
-      const input = validate(pauseSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
       const session = await sessionOf(String(request.params.id), response)
       if (session === null) return
+      const input = validate(pauseSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
       sendStatus(
         response,
         await operations.pause({ companyId: session.companyId, sessionId: session.id, ...input.value }),
@@ -189,10 +193,10 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/resume',
     auth,
     handle(logger, async (request, response) => {
-      const input = validate(resumeSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
       const session = await sessionOf(String(request.params.id), response)
       if (session === null) return
+      const input = validate(resumeSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
       sendStatus(
         response,
         await operations.resume({ companyId: session.companyId, sessionId: session.id, ...input.value }),
@@ -204,10 +208,10 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/close',
     auth,
     handle(logger, async (request, response) => {
-      const input = validate(closeSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
       const session = await sessionOf(String(request.params.id), response)
       if (session === null) return
+      const input = validate(closeSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
       sendStatus(
         response,
         await operations.close({ companyId: session.companyId, sessionId: session.id, ...input.value }),
@@ -219,11 +223,10 @@ export function sessionRoutes(switchboard: Switchboard, accounts: Accounts, logg
     '/sessions/:id/reassign',
     auth,
     handle(logger, async (request, response) => {
-      const input = validate(reassignSchema, bodyOf(request))
-      if (input.isErr()) return sendError(response, input.error)
-      // The session first: a foreign session is NOT_FOUND even when the body names a foreign agent.
       const session = await sessionOf(String(request.params.id), response)
       if (session === null) return
+      const input = validate(reassignSchema, bodyOf(request))
+      if (input.isErr()) return sendError(response, input.error)
       sendStatus(
         response,
         await operations.reassign({ companyId: session.companyId, sessionId: session.id, ...input.value }),
