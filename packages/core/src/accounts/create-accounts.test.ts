@@ -387,6 +387,34 @@ describe('login', () => {
     expect(verify).toHaveBeenCalledTimes(10)
   })
 
+  // A check in flight is recorded for 30 s only, after which other processes take it for one whose
+  // process died. The process running it knows better: its guesses still take up a failure each.
+  it('checks no guess beside 10 still in flight in the same process after 30 seconds, and refuses it once they fail', async () => {
+    const { accounts, clock, hasher, register } = setup()
+    await register()
+    const release = holdChecks(hasher)
+    const verify = vi.spyOn(hasher, 'verify')
+
+    const first = Array.from({ length: 10 }, (_, index) =>
+      accounts.login({ email: 'ada@example.com', password: `guess ${index}` }),
+    )
+    await vi.waitFor(() => expect(release.waiting()).toBe(10))
+    // An overloaded server: the argon2id checks queue up behind thousands of others.
+    await clock.advance(31_000)
+    const later = Array.from({ length: 5 }, (_, index) =>
+      accounts.login({ email: 'ada@example.com', password: `later guess ${index}` }),
+    )
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    release.all()
+
+    const codes = (await Promise.all([...first, ...later])).map((result) => errorOf(result).code)
+    expect(codes).toEqual([
+      ...Array.from({ length: 10 }, () => 'INVALID_CREDENTIALS'),
+      ...Array.from({ length: 5 }, () => 'RATE_LIMITED'),
+    ])
+    expect(verify).toHaveBeenCalledTimes(10)
+  })
+
   it('lets logins through again once the oldest failure leaves the window', async () => {
     const { accounts, clock, register } = setup()
     await register()

@@ -114,7 +114,8 @@ function inFlightKey(emailKey: string): string {
 
 /**
  * How long a password check may be in flight. A login recorded as in flight longer ago is taken
- * for one whose process died mid-check: it holds up nothing any more.
+ * by other processes for one whose process died mid-check: it holds up nothing any more. The
+ * process running it knows it is alive and still counts it, however long it takes.
  */
 const IN_FLIGHT_MS = 30_000
 
@@ -183,24 +184,33 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
   /**
    * Failed logins in the window plus logins whose password is being checked, in any process. The
    * checks are read first: a check that fails in between is then counted twice, never missed.
+   * This process's checks recorded too long ago for the storage to count are added: on an
+   * overloaded server a check can wait that long for the hash, and each is still a guess.
    */
-  const failuresAndChecks = async (emailKey: string, now: Date): Promise<number> => {
-    const checks = await storage.loginFailures.count({
+  const failuresAndChecks = async (
+    emailKey: string,
+    now: Date,
+    checks: ReadonlyMap<Promise<unknown>, number>,
+  ): Promise<number> => {
+    const inFlightSince = now.getTime() - IN_FLIGHT_MS
+    const recorded = await storage.loginFailures.count({
       emailKey: inFlightKey(emailKey),
-      since: new Date(now.getTime() - IN_FLIGHT_MS),
+      since: new Date(inFlightSince),
     })
+    let overdue = 0
+    for (const admittedAt of checks.values()) if (admittedAt <= inFlightSince) overdue += 1
     const windowStart = new Date(now.getTime() - settings.failedLoginWindowSeconds * 1000)
-    return checks + (await storage.loginFailures.count({ emailKey, since: windowStart }))
+    return recorded + overdue + (await storage.loginFailures.count({ emailKey, since: windowStart }))
   }
 
   /**
    * The logins of each email under way in this process: they are admitted one at a time, in
    * arrival order, and `checks` holds the password checks of the admitted ones, settled whatever
-   * their outcome.
+   * their outcome, each with the clock time it was admitted and recorded in flight at.
    */
   const loginsUnderWay = new Map<
     string,
-    { admitting: Promise<unknown>; readonly checks: Set<Promise<unknown>>; logins: number }
+    { admitting: Promise<unknown>; readonly checks: Map<Promise<unknown>, number>; logins: number }
   >()
 
   /**
@@ -214,20 +224,20 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
    */
   const admit = async (
     emailKey: string,
-    checks: ReadonlySet<Promise<unknown>>,
+    checks: ReadonlyMap<Promise<unknown>, number>,
   ): Promise<Result<Date, SwitchboardError>> => {
     const allowed = settings.maxFailedLogins
     for (;;) {
       const now = clock.now()
       const limited = await throttle(emailKey, now)
       if (limited !== null) return err(limited)
-      if ((await failuresAndChecks(emailKey, now)) < allowed) {
+      if ((await failuresAndChecks(emailKey, now, checks)) < allowed) {
         await storage.loginFailures.record({ emailKey: inFlightKey(emailKey), at: now })
-        if ((await failuresAndChecks(emailKey, now)) <= allowed) return ok(now)
+        if ((await failuresAndChecks(emailKey, now, checks)) <= allowed) return ok(now)
         // Overtaken by attempts recorded at the same time in other processes: step back and wait.
         await storage.loginFailures.forget({ emailKey: inFlightKey(emailKey), at: now })
       }
-      if (checks.size > 0) await Promise.race(checks)
+      if (checks.size > 0) await Promise.race(checks.keys())
       else await pauseForOtherProcesses()
     }
   }
@@ -332,7 +342,7 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
       const emailKey = loginFailureKey(email)
       let underWay = loginsUnderWay.get(emailKey)
       if (underWay === undefined) {
-        underWay = { admitting: Promise.resolve(), checks: new Set(), logins: 0 }
+        underWay = { admitting: Promise.resolve(), checks: new Map(), logins: 0 }
         loginsUnderWay.set(emailKey, underWay)
       }
       const { checks } = underWay
@@ -344,7 +354,7 @@ export function createAccounts(options: CreateAccountsOptions): Accounts {
         if (admitted.isErr()) return err(admitted.error)
         const check = checkPassword(email, password, emailKey, admitted.value)
         const settled = check.then(nothing, nothing)
-        checks.add(settled)
+        checks.set(settled, admitted.value.getTime())
         try {
           return await check
         } finally {
