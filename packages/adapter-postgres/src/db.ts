@@ -13,6 +13,16 @@ export interface DbClient {
   query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]): Promise<Row[]>
 }
 
+/** The connection of one transaction. */
+export interface TransactionClient extends DbClient {
+  /**
+   * Optional: the statements started so far are the transaction's last. COMMIT goes out right
+   * behind them, without waiting for their answers; a statement started later is refused. The
+   * transaction commits when they all succeed, and nothing of it when one fails.
+   */
+  readonly commitBehindStatements?: () => void
+}
+
 export interface ListenOptions {
   readonly onReconnect?: () => void
 }
@@ -24,7 +34,7 @@ export interface ListenOptions {
 export interface Db extends DbClient {
   readonly kind: DbKind
   /** BEGIN, `fn` on one connection, COMMIT; ROLLBACK and rethrow when `fn` throws. */
-  transaction<T>(fn: (client: DbClient) => Promise<T>): Promise<T>
+  transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T>
   /**
    * LISTEN on `channel` (a lowercase SQL identifier); resolves once notifications sent from now on
    * will reach `handler`. The returned function stops this handler. `onReconnect` is called each

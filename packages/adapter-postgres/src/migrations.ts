@@ -428,4 +428,34 @@ export const MIGRATIONS: readonly Migration[] = [
       'DROP INDEX knowledge_passages_agent',
     ],
   },
+  {
+    version: 9,
+    name: 'messages refused into closed sessions fail their statement',
+    statements: [
+      // Called by an insert `intoOpenSession` that found one of its sessions closed (or gone), so
+      // that the refusal fails the statement, inside the transaction, rather than being found
+      // afterwards from the rows it did not return: a COMMIT sent right behind the insert then
+      // answers ROLLBACK. Each statement of a function gets a snapshot of its own, which sees the
+      // close the insert waited for. `refuse_` returns boolean only to sit in the insert's WHERE.
+      `CREATE FUNCTION switchboard_refuse_messages(messages jsonb) RETURNS boolean
+      LANGUAGE plpgsql AS $$
+      DECLARE
+        refused uuid;
+      BEGIN
+        SELECT s.id INTO refused FROM sessions s
+        WHERE s.id IN (SELECT (row->>'session_id')::uuid FROM jsonb_array_elements(messages) AS row)
+          AND s.state = 'closed'
+        LIMIT 1;
+        IF refused IS NOT NULL THEN
+          RAISE EXCEPTION 'session % is closed', refused USING ERRCODE = 'SBC01', DETAIL = refused::text;
+        END IF;
+        SELECT wanted.id INTO refused
+        FROM (SELECT (row->>'session_id')::uuid AS id FROM jsonb_array_elements(messages) AS row) AS wanted
+        WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = wanted.id)
+        LIMIT 1;
+        RAISE EXCEPTION 'session % does not exist', refused USING ERRCODE = 'SBC02';
+      END
+      $$`,
+    ],
+  },
 ]

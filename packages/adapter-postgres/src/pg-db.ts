@@ -5,8 +5,9 @@ import {
   TransactionConflictError,
 } from '@switchboard/core'
 import pg from 'pg'
-import { assertChannelName, type Db, type DbClient, type DbRow, type ListenOptions } from './db.js'
+import { assertChannelName, type Db, type DbRow, type ListenOptions, type TransactionClient } from './db.js'
 import { createMutex } from './mutex.js'
+import { refusalOf } from './refusals.js'
 import { statementsUnderWay } from './statements-under-way.js'
 import { storableParameters } from './storable-text.js'
 
@@ -63,12 +64,16 @@ export function createPgDb(options: PgDbOptions): Db {
     params: readonly unknown[] = [],
   ): Promise<Row[]> => {
     const name = params.length === 0 ? undefined : statementNames.nameOf(sql)
-    const result = await queryable.query({
-      text: sql,
-      values: storableParameters(params),
-      ...(name === undefined ? {} : { name }),
-    })
-    return result.rows as Row[]
+    try {
+      const result = await queryable.query({
+        text: sql,
+        values: storableParameters(params),
+        ...(name === undefined ? {} : { name }),
+      })
+      return result.rows as Row[]
+    } catch (error) {
+      throw refusalOf(error)
+    }
   }
 
   return {
@@ -94,9 +99,12 @@ export function createPgDb(options: PgDbOptions): Db {
       /** The first statement that failed: PostgreSQL then answers COMMIT with a rollback. */
       const failures: unknown[] = []
       const underWay = statementsUnderWay()
-      const client: DbClient = {
+      /** COMMIT sent behind the last statements, before their answers (`commitBehindStatements`). */
+      let committing: Promise<pg.QueryResult> | null = null
+      const client: TransactionClient = {
         query<Row extends object = DbRow>(sql: string, params?: readonly unknown[]) {
-          // The connection is back in the pool by now, serving somebody else's transaction.
+          // The connection is back in the pool by now, serving somebody else's transaction, or
+          // COMMIT has gone out already.
           if (!open)
             return Promise.reject(new Error('The transaction is already over; use the storage instead'))
           holdWritesThisTick(connection)
@@ -106,6 +114,16 @@ export function createPgDb(options: PgDbOptions): Db {
               throw error
             }),
           )
+        },
+        commitBehindStatements() {
+          if (!open) return
+          open = false
+          // In the write of the statements started this tick, which the server runs first: one of
+          // them that fails makes it answer ROLLBACK, and nothing is committed.
+          holdWritesThisTick(connection)
+          committing = connection.query('COMMIT')
+          // Read below, or given up with the transaction's failure.
+          committing.catch(() => {})
         },
       }
       try {
@@ -121,12 +139,16 @@ export function createPgDb(options: PgDbOptions): Db {
         // A statement failed and `fn` went on: the transaction is aborted, and its COMMIT would
         // answer ROLLBACK without an error, as if all went well.
         if (failures.length > 0) throw failures[0]
-        await connection.query('COMMIT')
+        const committed = await (committing ?? connection.query('COMMIT'))
+        // The answer to the COMMIT of a transaction that a statement aborted.
+        if (committed.command === 'ROLLBACK') throw new Error('The transaction was rolled back')
         release()
         return result
       } catch (error) {
         open = false
         try {
+          // Its answer first: a ROLLBACK sent now finds no transaction left, and only warns.
+          if (committing !== null) await (committing as Promise<unknown>).catch(() => {})
           await connection.query('ROLLBACK')
           release()
         } catch (rollbackError) {

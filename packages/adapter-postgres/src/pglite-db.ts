@@ -6,6 +6,7 @@ import { PGlite } from '@electric-sql/pglite'
 import { ConfigError, describeOptionValue as describeValue } from '@switchboard/core'
 import { assertChannelName, type Db, type DbClient, type DbRow } from './db.js'
 import { migrate } from './migrate.js'
+import { refusalOf } from './refusals.js'
 import { statementsUnderWay } from './statements-under-way.js'
 import { storableParameters } from './storable-text.js'
 
@@ -143,7 +144,7 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
         const result = await pglite.query<Row>(sql, storableParameters(params))
         return result.rows
       } catch (error) {
-        throw withoutParameters(error)
+        throw refusalOf(withoutParameters(error))
       }
     },
 
@@ -164,7 +165,7 @@ function wrapPglite(pglite: PGlite, onError: (error: unknown) => void): Db {
               transaction.query<Row>(sql, storableParameters(params)).then(
                 (result) => result.rows,
                 (error: unknown) => {
-                  const failure = withoutParameters(error)
+                  const failure = refusalOf(withoutParameters(error))
                   failures.push(failure)
                   throw failure
                 },

@@ -104,7 +104,19 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
       assertOpen()
       return db.transaction(async (client) => {
         const failures: unknown[] = []
-        const result = await fn(recordingFailures(repositoriesOf(client), failures))
+        const underWay = new Map<string, number>()
+        const repositories = recordingFailures(repositoriesOf(client), failures, underWay)
+        const { commitBehindStatements } = client
+        const noMoreCalls = () => {
+          // COMMIT goes out behind the statements sent so far: only when no call under way has
+          // one still to send, or a failure still to find in this process, which would come after
+          // the commit. Otherwise the transaction commits when `fn` returns, as without the hint.
+          for (const call of underWay.keys()) if (!SENT_WHEN_CALLED.has(call)) return
+          commitBehindStatements?.()
+        }
+        const result = await fn(
+          commitBehindStatements === undefined ? repositories : { ...repositories, noMoreCalls },
+        )
         // A call that failed dooms its transaction even when `fn` went on, as a failed statement
         // does in PostgreSQL; some calls fail in this process (a conflict found by ON CONFLICT).
         if (failures.length > 0) throw failures[0]
@@ -121,8 +133,27 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
   }
 }
 
-/** `repositories` whose calls that fail also push their error to `failures`. */
-function recordingFailures(repositories: Repositories, failures: unknown[]): Repositories {
+/**
+ * The calls that send every statement they need when they are made, and fail only through one of
+ * them: nothing of theirs can come after a COMMIT sent behind them.
+ */
+const SENT_WHEN_CALLED: ReadonlySet<string> = new Set([
+  'messages.insertMany',
+  'jobs.enqueueMany',
+  'jobs.enqueueManyLeased',
+  'webhookLogs.addMany',
+  'loginFailures.record',
+])
+
+/**
+ * `repositories` whose calls that fail also push their error to `failures`, and that count their
+ * calls under way in `underWay` (by `repository.method`).
+ */
+function recordingFailures(
+  repositories: Repositories,
+  failures: unknown[],
+  underWay: Map<string, number>,
+): Repositories {
   const record = (error: unknown) => {
     failures.push(error)
     throw error
@@ -133,9 +164,18 @@ function recordingFailures(repositories: Repositories, failures: unknown[]): Rep
       get(target, method) {
         const value = Reflect.get(target, method)
         if (typeof value !== 'function') return value
+        const call = `${name}.${String(method)}`
+        const settled = () => {
+          const left = underWay.get(call)! - 1
+          if (left === 0) underWay.delete(call)
+          else underWay.set(call, left)
+        }
         return (...args: unknown[]) => {
           const returned = (value as (...args: unknown[]) => unknown).apply(target, args)
-          return returned instanceof Promise ? returned.catch(record) : returned
+          if (!(returned instanceof Promise)) return returned
+          underWay.set(call, (underWay.get(call) ?? 0) + 1)
+          returned.then(settled, settled)
+          return returned.catch(record)
         }
       },
     })

@@ -24,7 +24,7 @@ import {
   runStorageConformance,
   seedChannel,
 } from '@switchboard/core/testing'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { DbRow } from '../src/db.js'
 import {
   createPgDb,
@@ -181,6 +181,90 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
         socket._write = write
         socket._writev = writev
         await pool.close()
+      }
+    })
+
+    it('sends COMMIT with the statements started before commitBehindStatements(), in one socket write with BEGIN', async () => {
+      const pool = connectTo(schema, 1)
+      const socket = Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => void>
+      const { _write: write, _writev: writev } = socket
+      let writes = 0
+      try {
+        await pool.query('SELECT 1') // connected before counting
+        socket._write = function (this: unknown, ...args: unknown[]) {
+          writes += 1
+          return write.apply(this, args)
+        }
+        socket._writev = function (this: unknown, ...args: unknown[]) {
+          writes += 1
+          return writev.apply(this, args)
+        }
+        const late: unknown[] = []
+        const sums = await pool.transaction(async (client) => {
+          const both = Promise.all([
+            client.query<{ sum: number }>('SELECT $1::integer + 1 AS sum', [1]),
+            client.query<{ sum: number }>('SELECT $1::integer + 2 AS sum', [1]),
+          ])
+          client.commitBehindStatements?.()
+          // Too late: COMMIT has gone out.
+          await client.query('SELECT 1').catch((error: unknown) => late.push(error))
+          return both
+        })
+        expect(sums).toEqual([[{ sum: 2 }], [{ sum: 3 }]])
+        expect(writes).toBe(1)
+        expect(String(late[0])).toMatch(/already over/)
+      } finally {
+        socket._write = write
+        socket._writev = writev
+        await pool.close()
+      }
+    })
+
+    it('commits nothing of the statements started before commitBehindStatements() when one fails', async () => {
+      const table = `behind_${randomBytes(4).toString('hex')}`
+      await db.query(`CREATE TABLE ${table} (id integer PRIMARY KEY)`)
+      try {
+        const failed = await db
+          .transaction(async (client) => {
+            const both = Promise.all([
+              client.query(`INSERT INTO ${table} (id) VALUES ($1)`, [1]),
+              client.query(`INSERT INTO ${table} (id) VALUES ($1)`, [1]),
+            ])
+            client.commitBehindStatements?.()
+            return both
+          })
+          .catch((error: unknown) => error)
+        expect((failed as { code?: string }).code).toBe('23505')
+        expect(await db.query(`SELECT id FROM ${table}`)).toEqual([])
+        // The connection went back to the pool in a state fit for the next transaction.
+        await db.transaction((client) => client.query(`INSERT INTO ${table} (id) VALUES ($1)`, [2]))
+        expect(await db.query(`SELECT id FROM ${table}`)).toEqual([{ id: 2 }])
+      } finally {
+        await db.query(`DROP TABLE ${table}`)
+      }
+    })
+
+    it('commits the calls made before noMoreCalls() without waiting for the function to return', async () => {
+      const emailKey = `no-more-calls-${randomUUID()}`
+      let release: () => void = () => {}
+      const held = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const done = storage.transaction(async (tx) => {
+        const recording = tx.loginFailures.record({ emailKey, at: new Date() })
+        tx.noMoreCalls?.()
+        await recording
+        await held
+      })
+      try {
+        // Seen from another connection while the function still waits.
+        await vi.waitFor(
+          async () => expect(await storage.loginFailures.count({ emailKey, since: new Date(0) })).toBe(1),
+          { timeout: 2000 },
+        )
+      } finally {
+        release()
+        await done
       }
     })
 

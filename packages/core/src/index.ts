@@ -177,6 +177,7 @@ export type {
   SessionRepository,
   Storage,
   StorageKind,
+  Transaction,
   UsageRecord,
   User,
   UserRepository,

@@ -103,9 +103,11 @@ function openSessionsSql(rowsParameter: string): string {
         `
 }
 
+/** The refusal fails the statement (`switchboard_refuse_messages`, `refusals.ts`). */
 function allSessionsOpenSql(rowsParameter: string): string {
-  return `WHERE (SELECT count(*) FROM open_sessions) =
-          (SELECT count(DISTINCT row->>'session_id') FROM jsonb_array_elements(${rowsParameter}::jsonb) AS row)
+  return `WHERE CASE WHEN (SELECT count(*) FROM open_sessions) =
+            (SELECT count(DISTINCT row->>'session_id') FROM jsonb_array_elements(${rowsParameter}::jsonb) AS row)
+          THEN true ELSE switchboard_refuse_messages(${rowsParameter}::jsonb) END
         `
 }
 
@@ -130,16 +132,9 @@ export function createMessageRepository(client: DbClient): MessageRepository {
         RETURNING ${COLUMNS}`,
         [storableJson(inputs.map(rowOf))],
       )
+      // A session closed or gone fails the statement itself (`allSessionsOpenSql`).
       if (rows.length < inputs.length) {
-        const refused = intoOpenSession
-          ? await closedSessionError(
-              client,
-              inputs.map((input) => input.sessionId),
-            )
-          : null
-        throw (
-          refused ?? new Error(`${inputs.length - rows.length} of ${inputs.length} messages were not stored`)
-        )
+        throw new Error(`${inputs.length - rows.length} of ${inputs.length} messages were not stored`)
       }
       const byId = new Map(rows.map((row) => [String(row.id), row]))
       return inputs.map((input) => messageOf(byId.get(input.id)!))

@@ -83,7 +83,7 @@ export function createWebhookLogRepository(client: DbClient, trims: TrimSchedule
         message_id: log.messageId ?? null,
       }))
       // No ON CONFLICT: a repeated id fails the statement and every entry in it.
-      const added = await client.query<{ integration_id: unknown }>(
+      const adding = client.query(
         `INSERT INTO webhook_logs (id, company_id, integration_id, received_at, http_status, outcome, reason,
           session_id, message_id)
         SELECT l.id, l.company_id, l.integration_id, l.received_at, l.http_status, l.outcome, l.reason,
@@ -92,18 +92,19 @@ export function createWebhookLogRepository(client: DbClient, trims: TrimSchedule
           received_at timestamptz, http_status integer, outcome text, reason text, session_id text,
           message_id text)) WITH ORDINALITY AS l(id, company_id, integration_id, received_at, http_status, outcome,
           reason, session_id, message_id, position)
-        ORDER BY l.position
-        RETURNING integration_id`,
+        ORDER BY l.position`,
         [storableJson(rows)],
       )
+      // Sent right behind the insert, before its answer, so that the call has sent all its
+      // statements when it returns (a COMMIT may follow them at once). All entries or none are
+      // added, so each integration's count is known from the entries given.
       const entries = new Map<string, number>()
-      for (const row of added) {
-        const integrationId = String(row.integration_id)
-        entries.set(integrationId, (entries.get(integrationId) ?? 0) + 1)
-      }
+      for (const log of logs) entries.set(log.integrationId, (entries.get(log.integrationId) ?? 0) + 1)
+      const trimming: Promise<void>[] = []
       for (const [integrationId, count] of entries) {
-        if (trims.due(integrationId, count)) await trim(integrationId)
+        if (trims.due(integrationId, count)) trimming.push(trim(integrationId))
       }
+      await Promise.all([adding, ...trimming])
     },
 
     async list({ companyId, integrationId, limit, cursor }) {

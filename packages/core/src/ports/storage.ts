@@ -653,6 +653,19 @@ export interface Repositories {
   readonly knowledgeDocuments: KnowledgeDocumentRepository
 }
 
+/** The repositories of one transaction, as `Storage.transaction` hands them to its function. */
+export interface Transaction extends Repositories {
+  /**
+   * Optional: says that the calls made so far are the transaction's last. A storage that sends
+   * statements over a network may then send its COMMIT right behind theirs, without waiting for
+   * their answers or for the function to return: a round trip fewer. The transaction then commits
+   * exactly when those calls succeed, so the function makes no call after this one and must not
+   * fail after it (its throw would no longer undo what they wrote). A storage without it commits
+   * when the function returns, as always.
+   */
+  readonly noMoreCalls?: () => void
+}
+
 export type StorageKind = 'memory' | 'pglite' | 'postgres'
 
 /**
@@ -668,7 +681,7 @@ export type StorageKind = 'memory' | 'pglite' | 'postgres'
 export interface Storage extends Repositories {
   readonly kind: StorageKind
   /** Rejects with a `TransactionConflictError` when it lost to a concurrent transaction. */
-  transaction<T>(fn: (tx: Repositories) => Promise<T>): Promise<T>
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>
   close(): Promise<void>
 }
 

@@ -202,7 +202,7 @@ export async function ingestMany(
     // Started together: the ids are ours, so a storage that pipelines statements writes the
     // messages, their jobs and their log entries in one round trip.
     // With a worker kept for a session's first job, it is enqueued leased to that worker.
-    const [messages, leases] = await Promise.all([
+    const writing = Promise.all([
       // Only into sessions still open: one closed since it was read fails the batch, whose messages
       // are then stored one by one, and that customer's opens a new session.
       tx.messages.insertMany(planned, { intoOpenSession: true }),
@@ -211,6 +211,10 @@ export async function ingestMany(
         : tx.jobs.enqueueMany(jobs),
       tx.webhookLogs.addMany(logs),
     ])
+    // The batch's last calls: a storage may send its COMMIT with them, a round trip fewer. Nothing
+    // below fails but they.
+    tx.noMoreCalls?.()
+    const [messages, leases] = await writing
     if (leases !== undefined) {
       leases.forEach((lease, index) => {
         if (lease === null) return

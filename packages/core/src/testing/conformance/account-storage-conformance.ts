@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { WEBHOOK_DELIVERIES_KEPT_MS, WEBHOOK_LOGS_KEPT_PER_INTEGRATION } from '../../domain/webhook-log.js'
-import type {
-  Company,
-  NewUsageRecord,
-  NewWebhookLog,
-  Page,
-  RefreshToken,
-  Repositories,
-  Storage,
-  User,
+import {
+  type Company,
+  type NewUsageRecord,
+  type NewWebhookLog,
+  type Page,
+  type RefreshToken,
+  type Repositories,
+  SessionClosedError,
+  type Storage,
+  type User,
 } from '../../ports/storage.js'
 import {
   at,
@@ -19,6 +20,7 @@ import {
   createIntegration,
   createSession,
   expectedError,
+  newMessageInput,
   type StorageConformanceOptions,
   tryToMutate,
 } from './storage-fixtures.js'
@@ -862,6 +864,52 @@ export function runAccountStorageConformance(
           limit: 10,
         })
         expect(idsOf(page.items)).toEqual(idsOf([...entries].reverse()))
+      })
+
+      // A storage may commit the calls made before `noMoreCalls` without waiting for the function:
+      // each of them must then fail inside the transaction, never after it committed.
+      it('stores none of the last calls of a transaction when one of them fails', async () => {
+        const closed = await createSession(storage, channel, { state: 'closed' })
+        const entry = newWebhookLog(channel)
+
+        const outcome = await storage
+          .transaction(async (tx) => {
+            const writes = Promise.all([
+              tx.webhookLogs.addMany([entry]),
+              tx.messages.insertMany([newMessageInput(closed)], { intoOpenSession: true }),
+            ])
+            tx.noMoreCalls?.()
+            await writes
+          })
+          .catch((error: unknown) => error)
+
+        expect(SessionClosedError.isInstance(outcome)).toBe(true)
+        const page = await storage.webhookLogs.list({
+          companyId: company.id,
+          integrationId: channel.integration.id,
+          limit: 10,
+        })
+        expect(page.items).toEqual([])
+        expect(await storage.messages.list({ sessionId: closed.id, limit: 10 })).toEqual([])
+      })
+
+      it('adds entries, trim included, as the last calls of a transaction', async () => {
+        // Enough for any storage that trims every so many entries to trim in this call.
+        const entries = Array.from({ length: 200 }, (_, index) =>
+          newWebhookLog(channel, { receivedAt: at(index * 1000) }),
+        )
+        await storage.transaction(async (tx) => {
+          const adding = tx.webhookLogs.addMany(entries)
+          tx.noMoreCalls?.()
+          await adding
+        })
+
+        const page = await storage.webhookLogs.list({
+          companyId: company.id,
+          integrationId: channel.integration.id,
+          limit: 100,
+        })
+        expect(idsOf(page.items)).toEqual(idsOf([...entries].reverse().slice(0, 100)))
       })
 
       it('refuses a repeated id', async () => {
