@@ -153,7 +153,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
-    it('sends BEGIN and the statements a transaction starts together in one socket write', async () => {
+    /** Socket writes of `body`'s transactions on a pool of one connection, connected beforehand. */
+    const socketWritesOf = async (body: (pool: Db) => Promise<void>): Promise<number> => {
       const pool = connectTo(schema, 1)
       const socket = Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => void>
       const { _write: write, _writev: writev } = socket
@@ -168,56 +169,43 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           writes += 1
           return writev.apply(this, args)
         }
-        const sums = await pool.transaction((client) =>
-          Promise.all([
-            client.query<{ sum: number }>('SELECT $1::integer + 1 AS sum', [1]),
-            client.query<{ sum: number }>('SELECT $1::integer + 2 AS sum', [1]),
-          ]),
-        )
-        expect(sums).toEqual([[{ sum: 2 }], [{ sum: 3 }]])
-        // BEGIN with both statements, then COMMIT.
-        expect(writes).toBe(2)
+        await body(pool)
+        return writes
       } finally {
         socket._write = write
         socket._writev = writev
         await pool.close()
       }
+    }
+
+    const sumsOf = (client: DbClient) =>
+      Promise.all([
+        client.query<{ sum: number }>('SELECT $1::integer + 1 AS sum', [1]),
+        client.query<{ sum: number }>('SELECT $1::integer + 2 AS sum', [1]),
+      ])
+
+    it('sends BEGIN and the statements a transaction starts together in one socket write', async () => {
+      const writes = await socketWritesOf(async (pool) => {
+        expect(await pool.transaction(sumsOf)).toEqual([[{ sum: 2 }], [{ sum: 3 }]])
+      })
+      // BEGIN with both statements, then COMMIT.
+      expect(writes).toBe(2)
     })
 
     it('sends COMMIT with the statements started before commitBehindStatements(), in one socket write with BEGIN', async () => {
-      const pool = connectTo(schema, 1)
-      const socket = Socket.prototype as unknown as Record<'_write' | '_writev', (...args: unknown[]) => void>
-      const { _write: write, _writev: writev } = socket
-      let writes = 0
-      try {
-        await pool.query('SELECT 1') // connected before counting
-        socket._write = function (this: unknown, ...args: unknown[]) {
-          writes += 1
-          return write.apply(this, args)
-        }
-        socket._writev = function (this: unknown, ...args: unknown[]) {
-          writes += 1
-          return writev.apply(this, args)
-        }
-        const late: unknown[] = []
+      const late: unknown[] = []
+      const writes = await socketWritesOf(async (pool) => {
         const sums = await pool.transaction(async (client) => {
-          const both = Promise.all([
-            client.query<{ sum: number }>('SELECT $1::integer + 1 AS sum', [1]),
-            client.query<{ sum: number }>('SELECT $1::integer + 2 AS sum', [1]),
-          ])
+          const both = sumsOf(client)
           client.commitBehindStatements?.()
           // Too late: COMMIT has gone out.
           await client.query('SELECT 1').catch((error: unknown) => late.push(error))
           return both
         })
         expect(sums).toEqual([[{ sum: 2 }], [{ sum: 3 }]])
-        expect(writes).toBe(1)
-        expect(String(late[0])).toMatch(/already over/)
-      } finally {
-        socket._write = write
-        socket._writev = writev
-        await pool.close()
-      }
+      })
+      expect(writes).toBe(1)
+      expect(String(late[0])).toMatch(/already over/)
     })
 
     it('commits nothing of the statements started before commitBehindStatements() when one fails', async () => {
