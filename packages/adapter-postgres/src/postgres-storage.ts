@@ -112,6 +112,9 @@ export async function createPostgresStorage(options: PostgresStorageOptions): Pr
           // one still to send, or a failure still to find in this process, which would come after
           // the commit. Otherwise the transaction commits when `fn` returns, as without the hint.
           for (const call of underWay.keys()) if (!SENT_WHEN_CALLED.has(call)) return
+          // A call that failed in this process already (and `fn` went on) dooms the transaction,
+          // yet failed no statement: COMMIT would commit what the others wrote. Rolled back below.
+          if (failures.length > 0) return
           commitBehindStatements?.()
         }
         const result = await fn(

@@ -1925,6 +1925,25 @@ export function runStorageConformance(
         expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([first])
       })
 
+      // A storage may commit the calls made before `noMoreCalls` without waiting for the function:
+      // not when a call made before them failed already, which dooms the transaction all the same.
+      it('commits nothing of a transaction one of whose calls failed before noMoreCalls, even when fn went on', async () => {
+        const channel = await createChannel(storage, companyId)
+        const session = await createSession(storage, channel)
+        const first = await insertMessage(storage, session, { text: 'first' })
+
+        await expect(
+          storage.transaction(async (tx) => {
+            // The same id again: the call fails, and fn carries on as if nothing happened.
+            await insertMessage(tx, session, { id: first.id }).catch(() => {})
+            const writing = tx.messages.insertMany([newMessageInput(session, { text: 'the last call' })])
+            tx.noMoreCalls?.()
+            await writing
+          }),
+        ).rejects.toThrow()
+        expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([first])
+      })
+
       it('holds a session read with lock until its transaction ends: a save elsewhere waits, then lands', async () => {
         const channel = await createChannel(storage, companyId)
         const session = await createSession(storage, channel)
