@@ -1,4 +1,4 @@
-export type { Db, DbClient, DbKind, DbRow, ListenOptions } from './db.js'
+export type { Db, DbClient, DbKind, DbRow, ListenOptions, TransactionClient } from './db.js'
 export type { MigrateResult } from './migrate.js'
 export { migrate } from './migrate.js'
 export type { Migration } from './migrations.js'

@@ -18,7 +18,13 @@ import {
   seedChannel,
 } from '@switchboard/core/testing'
 import { expect, it } from 'vitest'
-import { createPostgresStorage, type Db, type DbClient, type DbRow } from '../../src/index.js'
+import {
+  createPostgresStorage,
+  type Db,
+  type DbClient,
+  type DbRow,
+  type TransactionClient,
+} from '../../src/index.js'
 import { seedHandoffToHuman } from './seed-handoff-to-human.js'
 
 export interface DurabilityCaseContext {
@@ -95,13 +101,26 @@ function createFailingDb(db: Db) {
       return client.query<Row>(sql, params)
     },
   })
+  // A transaction's early COMMIT goes the way its statements went: not out once the "connection"
+  // is down, as it could not leave a broken one either.
+  const wrapTransaction = (client: TransactionClient): TransactionClient => {
+    const { commitBehindStatements } = client
+    return commitBehindStatements === undefined
+      ? wrap(client)
+      : {
+          ...wrap(client),
+          commitBehindStatements: () => {
+            if (!down) commitBehindStatements()
+          },
+        }
+  }
   const failing: Db = {
     kind: db.kind,
     query: <Row extends object = DbRow>(sql: string, params?: readonly unknown[]) =>
       wrap(db).query<Row>(sql, params),
     async transaction(fn) {
       if (down) throw new Error('Connection terminated unexpectedly')
-      return db.transaction((client) => fn(wrap(client)))
+      return db.transaction((client) => fn(wrapTransaction(client)))
     },
     listen: (channel, handler) => db.listen(channel, handler),
     notify: (channel, payload) => db.notify(channel, payload),
@@ -563,6 +582,53 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       await switchboard.stop()
       await failingStorage.close()
       // Done with: no later test's workers should find these jobs due.
+      await parkLeftoverJobs(storage)
+    }
+  })
+
+  it('keeps nothing of a batch of messages whose writes the database failed midway, and takes them once it is back', async () => {
+    const storage = context.storage()
+    await parkLeftoverJobs(storage)
+    const { integration } = await seed(storage)
+    const failing = createFailingDb(context.db())
+    const failingStorage = await createPostgresStorage({ db: failing.db })
+    const switchboard = createSwitchboard({
+      storage: failingStorage,
+      model: { name: 'unused', complete: async () => ({ text: '', toolCalls: [], usage }) },
+      knowledge: createMemoryKnowledgeIndex(),
+      concurrency: 0,
+    })
+    const receive = (clientId: string, externalId: string) =>
+      switchboard.ingest({ integrationId: integration.id, clientId, text: externalId, externalId })
+    const customers = ['batch-a', 'batch-b', 'batch-c']
+    try {
+      await receive('repeated', 'repeated-1')
+      // The database goes away at the batch's job insert, after its message insert has gone out,
+      // and COMMIT may be sent behind them (noMoreCalls): it must not leave with the messages.
+      failing.failFrom(/INSERT INTO jobs/)
+      const sent = Promise.allSettled([
+        // Stored alone, first (a repeat writes nothing); the others wait for it, then go together.
+        receive('repeated', 'repeated-1'),
+        ...customers.map((clientId) => receive(clientId, `${clientId}-1`)),
+      ])
+      const [repeat, ...batch] = await sent
+      expect(repeat.status === 'fulfilled' && repeat.value._unsafeUnwrap().duplicate).toBe(true)
+      expect(batch.map((outcome) => outcome.status)).toEqual(customers.map(() => 'rejected'))
+
+      failing.comeBack()
+      for (const clientId of customers) {
+        expect(
+          await storage.messages.findByExternalId({
+            integrationId: integration.id,
+            externalId: `${clientId}-1`,
+          }),
+        ).toBeNull()
+      }
+      const retried = await Promise.all(customers.map((clientId) => receive(clientId, `${clientId}-1`)))
+      expect(retried.map((result) => result._unsafeUnwrap().duplicate)).toEqual(customers.map(() => false))
+    } finally {
+      await switchboard.stop()
+      await failingStorage.close()
       await parkLeftoverJobs(storage)
     }
   })
