@@ -531,21 +531,39 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
     }
   })
 
-  it('keeps nothing of a message whose ingest the database failed midway, and takes it once it is back', async () => {
+  /**
+   * A switchboard that only ingests (what is checked is what the database holds), on a storage
+   * over `createFailingDb`; `receive` sends a customer message whose text is its external id.
+   */
+  const ingestOnFailingDb = async () => {
     const storage = context.storage()
     await parkLeftoverJobs(storage)
     const { integration } = await seed(storage)
     const failing = createFailingDb(context.db())
     const failingStorage = await createPostgresStorage({ db: failing.db })
-    // Ingest only: what is checked is what the database holds.
     const switchboard = createSwitchboard({
       storage: failingStorage,
       model: { name: 'unused', complete: async () => ({ text: '', toolCalls: [], usage }) },
       knowledge: createMemoryKnowledgeIndex(),
       concurrency: 0,
     })
-    const receive = (clientId: string, externalId: string) =>
-      switchboard.ingest({ integrationId: integration.id, clientId, text: externalId, externalId })
+    return {
+      storage,
+      integration,
+      failing,
+      receive: (clientId: string, externalId: string) =>
+        switchboard.ingest({ integrationId: integration.id, clientId, text: externalId, externalId }),
+      async close() {
+        await switchboard.stop()
+        await failingStorage.close()
+        // Done with: no later test's workers should find these jobs due.
+        await parkLeftoverJobs(storage)
+      },
+    }
+  }
+
+  it('keeps nothing of a message whose ingest the database failed midway, and takes it once it is back', async () => {
+    const { storage, integration, failing, receive, close } = await ingestOnFailingDb()
     try {
       const first = (await receive('known', 'known-1'))._unsafeUnwrap()
 
@@ -579,27 +597,12 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       expect(await storage.jobs.pending({ sessionId: first.session.id })).toBe(2)
       expect(await storage.jobs.pending({ sessionId: opened.session.id })).toBe(1)
     } finally {
-      await switchboard.stop()
-      await failingStorage.close()
-      // Done with: no later test's workers should find these jobs due.
-      await parkLeftoverJobs(storage)
+      await close()
     }
   })
 
   it('keeps nothing of a batch of messages whose writes the database failed midway, and takes them once it is back', async () => {
-    const storage = context.storage()
-    await parkLeftoverJobs(storage)
-    const { integration } = await seed(storage)
-    const failing = createFailingDb(context.db())
-    const failingStorage = await createPostgresStorage({ db: failing.db })
-    const switchboard = createSwitchboard({
-      storage: failingStorage,
-      model: { name: 'unused', complete: async () => ({ text: '', toolCalls: [], usage }) },
-      knowledge: createMemoryKnowledgeIndex(),
-      concurrency: 0,
-    })
-    const receive = (clientId: string, externalId: string) =>
-      switchboard.ingest({ integrationId: integration.id, clientId, text: externalId, externalId })
+    const { storage, integration, failing, receive, close } = await ingestOnFailingDb()
     const customers = ['batch-a', 'batch-b', 'batch-c']
     try {
       await receive('repeated', 'repeated-1')
@@ -627,9 +630,7 @@ export function runDurabilityCases(context: DurabilityCaseContext): void {
       const retried = await Promise.all(customers.map((clientId) => receive(clientId, `${clientId}-1`)))
       expect(retried.map((result) => result._unsafeUnwrap().duplicate)).toEqual(customers.map(() => false))
     } finally {
-      await switchboard.stop()
-      await failingStorage.close()
-      await parkLeftoverJobs(storage)
+      await close()
     }
   })
 
