@@ -156,7 +156,9 @@ export function createPgDb(options: PgDbOptions): Db {
           release(rollbackError instanceof Error ? rollbackError : true)
         }
         // The first statement that failed is the cause: later ones only say the transaction aborted.
-        throw asTransactionConflict(failures[0] ?? error)
+        // An error of the function's own (not a statement's) is its reason, as on every storage.
+        const cause = failures.length > 0 && failures.includes(error) ? failures[0] : error
+        throw asTransactionConflict(cause)
       }
     },
 

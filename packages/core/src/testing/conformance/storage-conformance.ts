@@ -1944,6 +1944,22 @@ export function runStorageConformance(
         expect(await storage.messages.list({ sessionId: session.id, limit: 10 })).toEqual([first])
       })
 
+      it("rejects with the function's own error when it throws after one of its calls failed", async () => {
+        const channel = await createChannel(storage, companyId)
+        const closed = await createSession(storage, channel, { state: 'closed' })
+        const own = new Error('the function gives up')
+
+        const outcome = await storage
+          .transaction(async (tx) => {
+            await tx.messages.insertMany([newMessageInput(closed)], { intoOpenSession: true }).catch(() => {})
+            throw own
+          })
+          .catch((error: unknown) => error)
+
+        expect(outcome).toBe(own)
+        expect(await storage.messages.list({ sessionId: closed.id, limit: 10 })).toEqual([])
+      })
+
       it('holds a session read with lock until its transaction ends: a save elsewhere waits, then lands', async () => {
         const channel = await createChannel(storage, companyId)
         const session = await createSession(storage, channel)
