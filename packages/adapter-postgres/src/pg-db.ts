@@ -6,6 +6,7 @@ import {
 } from '@switchboard/core'
 import pg from 'pg'
 import { assertChannelName, type Db, type DbRow, type ListenOptions, type TransactionClient } from './db.js'
+import { LeanQuery } from './lean-query.js'
 import { createMutex } from './mutex.js'
 import { refusalOf } from './refusals.js'
 import { statementsUnderWay } from './statements-under-way.js'
@@ -63,14 +64,16 @@ export function createPgDb(options: PgDbOptions): Db {
     sql: string,
     params: readonly unknown[] = [],
   ): Promise<Row[]> => {
-    const name = params.length === 0 ? undefined : statementNames.nameOf(sql)
     try {
-      const result = await queryable.query({
-        text: sql,
-        values: storableParameters(params),
-        ...(name === undefined ? {} : { name }),
+      if (params.length === 0) return (await queryable.query(sql)).rows as Row[]
+      const query = new LeanQuery(sql, storableParameters(params), statementNames.nameOf(sql))
+      return await new Promise<Row[]>((resolve, reject) => {
+        // With a callback, the pool releases its connection once the query is answered.
+        ;(queryable as unknown as Submitting<Row>).query(query, (error, result) => {
+          if (error) reject(error)
+          else resolve(result.rows)
+        })
       })
-      return result.rows as Row[]
     } catch (error) {
       throw refusalOf(error)
     }
@@ -359,6 +362,11 @@ function holdWritesThisTick(connection: pg.PoolClient): void {
 }
 
 const held = new WeakSet<object>()
+
+/** `query` of a pg pool or client given a submittable query and a callback. */
+interface Submitting<Row> {
+  query(query: LeanQuery, callback: (error: Error | undefined, result: { rows: Row[] }) => void): void
+}
 
 /** Names for prepared statements, one per distinct SQL text, until the cap is reached. */
 function createStatementNames(): { nameOf(sql: string): string | undefined } {

@@ -27,6 +27,7 @@ import {
   runStorageConformance,
   seedChannel,
 } from '@switchboard/core/testing'
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { DbRow } from '../src/db.js'
 import {
@@ -47,6 +48,8 @@ import { runAdapterCases } from './support/adapter-cases.js'
 import { runDurabilityCases } from './support/durability-cases.js'
 
 const connectionString = process.env.DATABASE_URL
+/** PostgreSQL's type oid of numeric. */
+const NUMERIC_OID = 1700
 
 /**
  * Every run gets a schema of its own, so runs sharing the server see neither rows nor channels of
@@ -151,6 +154,70 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
           client.query<{ sum: number }>('SELECT $1::integer + 7 AS sum', [2]),
         )
         expect(again).toEqual([{ sum: 9 }])
+      } finally {
+        await pool.close()
+      }
+    })
+
+    it("builds rows with the pool's own type parsers, nulls kept, columns in order, alone and in a transaction", async () => {
+      const pool = createPgDb({
+        connectionString,
+        max: 1,
+        options: `-c search_path=${schema}`,
+        types: {
+          getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+            oid === NUMERIC_OID
+              ? (value: string) => `numeric ${value}`
+              : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+        },
+      })
+      try {
+        const sql =
+          'SELECT $1::numeric AS amount, NULL::text AS note, $2::integer AS count, $3::jsonb AS facts'
+        const expected = [{ amount: 'numeric 1.5', note: null, count: 7, facts: { plan: 'pro' } }]
+        expect(await pool.query(sql, ['1.5', 7, '{"plan":"pro"}'])).toEqual(expected)
+        expect(await pool.transaction((client) => client.query(sql, ['1.5', 7, '{"plan":"pro"}']))).toEqual(
+          expected,
+        )
+        const rows = await pool.query<{ n: number; label: string }>(
+          'SELECT n, $1 || n AS label FROM generate_series(1, 3) AS n ORDER BY n',
+          ['row '],
+        )
+        expect(rows).toEqual([
+          { n: 1, label: 'row 1' },
+          { n: 2, label: 'row 2' },
+          { n: 3, label: 'row 3' },
+        ])
+        expect(rows.map((row) => Object.keys(row))).toEqual([
+          ['n', 'label'],
+          ['n', 'label'],
+          ['n', 'label'],
+        ])
+      } finally {
+        await pool.close()
+      }
+    })
+
+    it("fails a statement whose value a type parser cannot parse with the parser's error, and goes on serving", async () => {
+      const pool = createPgDb({
+        connectionString,
+        max: 1,
+        options: `-c search_path=${schema}`,
+        types: {
+          getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+            oid === NUMERIC_OID
+              ? (value: string) => {
+                  throw new Error(`cannot parse ${value}`)
+                }
+              : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
+        },
+      })
+      try {
+        await expect(pool.query('SELECT $1::numeric AS amount', ['2.5'])).rejects.toThrow('cannot parse 2.5')
+        await expect(
+          pool.transaction((client) => client.query('SELECT $1::numeric AS amount', ['3.5'])),
+        ).rejects.toThrow('cannot parse 3.5')
+        expect(await pool.query('SELECT $1::integer AS count', [4])).toEqual([{ count: 4 }])
       } finally {
         await pool.close()
       }
