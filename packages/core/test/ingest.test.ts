@@ -171,7 +171,7 @@ describe('ingest', () => {
     expect(transactions[0]).toEqual([
       ['sessions.findOpen', 'agents.get'],
       // Leased to this process's free worker, which runs it without looking for it.
-      ['sessions.create', 'messages.insertMany', 'jobs.enqueueManyLeased'],
+      ['sessions.create', 'messages.insert', 'jobs.enqueueLeased'],
     ])
     const { session, message, queued } = ingested._unsafeUnwrap()
     expect(queued).toBe(true)
@@ -387,8 +387,7 @@ describe('ingest', () => {
     // ann alone, the others together: bob's two messages, cleo's one.
     expect(stores[0]).toBe(1)
     expect(stores[1]).toBe(3)
-    // ann's job leased in her transaction, and bob's first and cleo's in the batch's.
-    expect(transactions.filter((trips) => trips.flat().includes('jobs.enqueueManyLeased'))).toHaveLength(2)
+    expect(transactions.filter((trips) => trips.flat().includes('jobs.enqueueManyLeased'))).toHaveLength(1)
     for (const clientId of ['ann', 'cleo']) expect(harness.customer(clientId).replies()).toEqual(['ok'])
     expect(harness.customer('bob').replies()).toEqual(['ok', 'ok'])
     // Only bob's second job, behind his first, was leased; no turn read its session back.
@@ -529,8 +528,7 @@ describe('a batch whose store committed but answered with an error', () => {
           messages: {
             ...tx.messages,
             insertMany: (messages, options) => {
-              // A lone message is inserted as a batch of one.
-              batch = messages.length > 1
+              batch = true
               return tx.messages.insertMany(messages, options)
             },
           },

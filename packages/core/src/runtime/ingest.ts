@@ -2,14 +2,7 @@ import { err, ok, type Result } from 'neverthrow'
 import { type SwitchboardError, switchboardError } from '../domain/errors.js'
 import type { Message, Session } from '../domain/session.js'
 import { storableText } from '../domain/storable-text.js'
-import type {
-  Integration,
-  JobLease,
-  NewMessage,
-  NewWebhookLog,
-  Repositories,
-  Transaction,
-} from '../ports/storage.js'
+import type { Integration, JobLease, NewMessage, NewWebhookLog, Repositories } from '../ports/storage.js'
 import { backOff } from './back-off.js'
 import { createHandOff } from './hand-off.js'
 import { type CustomerAddress, followCustomer, newSessionRow, noEntryAgent } from './open-session.js'
@@ -96,9 +89,6 @@ export function customerMessage(
  * The message and, when queued, its job, started together: a storage that pipelines statements
  * writes them in one round trip. The message's id is ours, so nothing waits for it. With
  * `leasedTo`, the job is leased to that token when its session has no earlier one unfinished.
- * Written with the calls for many, one each: they store it all or fail (a repeated external id,
- * a session closed since), so a storage can send its COMMIT right behind them (`noMoreCalls`).
- * A failure fails the attempt as `insert`'s would, and the next one finds what is stored now.
  */
 function startMessageWrites(
   context: RuntimeContext,
@@ -112,9 +102,7 @@ function startMessageWrites(
   // Only while the session is open: a close committed since ingest read it, or while the insert
   // waited for the session, stores nothing, and the next attempt opens a new session (a closed
   // session is never reused, and no message is left unanswered in one).
-  const writes: Promise<unknown>[] = [
-    tx.messages.insertMany([planned], { intoOpenSession: true }).then(([message]) => message),
-  ]
+  const writes: Promise<unknown>[] = [tx.messages.insert(planned, { intoOpenSession: true })]
   if (queued) {
     const job = {
       companyId: session.companyId,
@@ -124,10 +112,8 @@ function startMessageWrites(
     }
     writes.push(
       leasedTo === undefined
-        ? tx.jobs.enqueueMany([job])
-        : tx.jobs
-            .enqueueManyLeased([{ ...job, token: leasedTo }], { now, leaseMs: context.leaseMs })
-            .then(([lease]) => lease),
+        ? tx.jobs.enqueue(job)
+        : tx.jobs.enqueueLeased(job, { now, leaseMs: context.leaseMs, token: leasedTo }),
     )
   }
   return writes
@@ -200,7 +186,7 @@ export async function ingest(
   const handOff = createHandOff(context, workers)
   const leaseTokenFor = (queued: boolean): string | undefined => (queued ? handOff.token() : undefined)
 
-  const store = async (tx: Transaction): Promise<Result<IngestResult, SwitchboardError>> => {
+  const store = async (tx: Repositories): Promise<Result<IngestResult, SwitchboardError>> => {
     handOff.attempt()
     // Started together: a storage that pipelines statements answers them in one round trip. The
     // entry agent opens a new session, and is the active agent of most open ones. A caller's copy
@@ -221,11 +207,7 @@ export async function ingest(
           : await tx.sessions.get({ id: existing.sessionId })
       if (session !== null) {
         const decision = { session, messageId: existing.id, duplicate: true, queued: false }
-        if (options.webhookLog !== undefined) {
-          const logging = tx.webhookLogs.addMany([options.webhookLog(decision)])
-          tx.noMoreCalls?.()
-          await logging
-        }
+        if (options.webhookLog !== undefined) await tx.webhookLogs.add(options.webhookLog(decision))
         return ok({ session, message: existing, duplicate: true, queued: false })
       }
     }
@@ -245,9 +227,8 @@ export async function ingest(
       ]
       if (options.webhookLog !== undefined) {
         const decision = { session: { ...row, version: 1 }, messageId: planned.id, duplicate: false, queued }
-        writes.push(tx.webhookLogs.addMany([options.webhookLog(decision)]))
+        writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
       }
-      tx.noMoreCalls?.()
       const [session, message, job] = (await Promise.all(writes)) as [Session, Message, JobLease | null]
       // The session is new: nothing came before its first message.
       if (job) handOff.leased(job, { session, message, agent: entryAgent, integration, priorMessages: [] })
@@ -272,9 +253,7 @@ export async function ingest(
     const planned = customerMessage(context, session, inbound, now)
     const decision = { session, messageId: planned.id, duplicate: false, queued }
     const writes = startMessageWrites(context, tx, session, planned, queued, now, leasedTo)
-    if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.addMany([options.webhookLog(decision)]))
-    // The attempt's last calls: nothing below fails.
-    tx.noMoreCalls?.()
+    if (options.webhookLog !== undefined) writes.push(tx.webhookLogs.add(options.webhookLog(decision)))
     const [message, job] = (await Promise.all(writes)) as [Message, JobLease | null | undefined]
     if (job) handOff.leased(job)
     return ok({ session, message, duplicate: false, queued })
