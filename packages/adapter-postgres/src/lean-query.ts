@@ -33,6 +33,8 @@ interface QueryInternals {
 export class LeanQuery extends pg.Query {
   private names: string[] = []
   private parsers: ValueParser[] = []
+  /** A column named `__proto__`: assigned, it would set the row's prototype instead (see below). */
+  private protoColumn = false
 
   constructor(text: string, values: readonly unknown[], name: string | undefined) {
     // Given a string, pg takes the text as it is, without copying a config object.
@@ -57,6 +59,7 @@ export class LeanQuery extends pg.Query {
     }
     this.names = names
     this.parsers = parsers
+    this.protoColumn = names.includes('__proto__')
   }
 
   handleDataRow(message: { readonly fields: readonly unknown[] }): void {
@@ -66,9 +69,23 @@ export class LeanQuery extends pg.Query {
     const values = message.fields
     const row: Record<string, unknown> = {}
     try {
-      for (let index = 0; index < values.length; index++) {
-        const value = values[index]
-        row[names[index]!] = value === null ? null : parsers[index]!(value)
+      if (this.protoColumn) {
+        // As pg's rows have it: an own property, where `row.__proto__ = value` would set the row's
+        // prototype to the value (an object such as a jsonb one) or drop it (anything else).
+        for (let index = 0; index < values.length; index++) {
+          const value = values[index]
+          Object.defineProperty(row, names[index]!, {
+            value: value === null ? null : parsers[index]!(value),
+            writable: true,
+            enumerable: true,
+            configurable: true,
+          })
+        }
+      } else {
+        for (let index = 0; index < values.length; index++) {
+          const value = values[index]
+          row[names[index]!] = value === null ? null : parsers[index]!(value)
+        }
       }
     } catch (error) {
       // As pg does: the query fails with this error once the server has finished answering it.

@@ -220,6 +220,26 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
+    it('keeps a column named __proto__ as an own property of its row, as pg does, alone and in a transaction', async () => {
+      const pool = connectTo(schema, 1)
+      try {
+        const sql = 'SELECT $1::integer AS id, $2::jsonb AS "__proto__", $3::text AS note'
+        const params = [1, '{"isAdmin":true}', 'x']
+        for (const rows of [
+          await pool.query<DbRow>(sql, params),
+          await pool.transaction((client) => client.query<DbRow>(sql, params)),
+        ]) {
+          const row = rows[0]!
+          expect(Object.keys(row)).toEqual(['id', '__proto__', 'note'])
+          expect(Object.getOwnPropertyDescriptor(row, '__proto__')?.value).toEqual({ isAdmin: true })
+          expect(Object.getPrototypeOf(row)).toBe(Object.prototype)
+          expect((row as { isAdmin?: unknown }).isAdmin).toBeUndefined()
+        }
+      } finally {
+        await pool.close()
+      }
+    })
+
     /** Socket writes of `body`'s transactions on a pool of one connection, connected beforehand. */
     const socketWritesOf = async (body: (pool: Db) => Promise<void>): Promise<number> => {
       const pool = connectTo(schema, 1)
