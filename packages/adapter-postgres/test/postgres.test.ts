@@ -156,18 +156,22 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
       }
     })
 
-    it("builds rows with the pool's own type parsers, nulls kept, columns in order, alone and in a transaction", async () => {
-      const pool = createPgDb({
+    /** A pool of one connection whose numeric values `parse` parses, the other types as pg does. */
+    const poolParsingNumeric = (parse: (value: string) => unknown): Db =>
+      createPgDb({
         connectionString,
         max: 1,
         options: `-c search_path=${schema}`,
         types: {
           getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
             oid === NUMERIC_OID
-              ? (value: string) => `numeric ${value}`
+              ? parse
               : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
         },
       })
+
+    it("builds rows with the pool's own type parsers, nulls kept, columns in order, alone and in a transaction", async () => {
+      const pool = poolParsingNumeric((value) => `numeric ${value}`)
       try {
         const sql =
           'SELECT $1::numeric AS amount, NULL::text AS note, $2::integer AS count, $3::jsonb AS facts'
@@ -196,18 +200,8 @@ describe.runIf(connectionString !== undefined && connectionString !== '')('Postg
     })
 
     it("fails a statement whose value a type parser cannot parse with the parser's error, and goes on serving", async () => {
-      const pool = createPgDb({
-        connectionString,
-        max: 1,
-        options: `-c search_path=${schema}`,
-        types: {
-          getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-            oid === NUMERIC_OID
-              ? (value: string) => {
-                  throw new Error(`cannot parse ${value}`)
-                }
-              : pg.types.getTypeParser(oid, format ?? 'text')) as typeof pg.types.getTypeParser,
-        },
+      const pool = poolParsingNumeric((value) => {
+        throw new Error(`cannot parse ${value}`)
       })
       try {
         await expect(pool.query('SELECT $1::numeric AS amount', ['2.5'])).rejects.toThrow('cannot parse 2.5')
