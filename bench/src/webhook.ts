@@ -5,6 +5,7 @@
  * a new, freshly signed customer message.
  *
  *   npm run bench:webhook -w @switchboard/bench
+ *   npm run bench:webhook:built -w @switchboard/bench   the built packages, as `npm start` runs them
  *   DATABASE_URL=postgres://… npm run bench:webhook -w @switchboard/bench
  *   BENCH_STORAGES=PostgreSQL npm run bench:webhook -w @switchboard/bench   one storage only
  *   BENCH_CONNECTIONS=50 npm run bench:webhook -w @switchboard/bench       other concurrency (default 10)
@@ -288,6 +289,12 @@ async function main(): Promise<void> {
     'webhook: signed msgplatform webhooks per second through the reference server, per storage, next to an Express route doing only the HMAC check',
   )
   console.log(`node ${process.version}, ${cpus()[0]?.model ?? 'unknown cpu'}, ${cpus().length} cpus`)
+  const server = import.meta.resolve('@switchboard/reference-server')
+  console.log(
+    server.endsWith('.ts')
+      ? 'the reference server from TypeScript sources through tsx (esbuild keepNames: every closure pays a __name call)'
+      : `the reference server built, as npm start runs it: ${server}`,
+  )
   for (const line of where) console.log(line)
   console.log(
     `load: autocannon 9, ${LOAD.connections} connections, each request a new message of one of ${CUSTOMERS} customers. ` +
