@@ -13,6 +13,9 @@ interface TypeParsers {
   getTypeParser(oid: number, format?: string): ValueParser
 }
 
+/** What an assignment to an ordinary key makes: writable, enumerable, configurable. */
+const OWN_PROPERTY = { writable: true, enumerable: true, configurable: true } as const
+
 /** The parts of pg's `Query` that `LeanQuery` reads or sets besides its public ones. */
 interface QueryInternals {
   name: string | undefined
@@ -65,27 +68,17 @@ export class LeanQuery extends pg.Query {
   handleDataRow(message: { readonly fields: readonly unknown[] }): void {
     const internals = this.internals
     if (internals._canceledDueToError) return
-    const { names, parsers } = this
+    const { names, parsers, protoColumn } = this
     const values = message.fields
     const row: Record<string, unknown> = {}
     try {
-      if (this.protoColumn) {
-        // As pg's rows have it: an own property, where `row.__proto__ = value` would set the row's
+      for (let index = 0; index < values.length; index++) {
+        const value = values[index]
+        const parsed = value === null ? null : parsers[index]!(value)
+        // As pg's rows have it: an own property, where `row.__proto__ = parsed` would set the row's
         // prototype to the value (an object such as a jsonb one) or drop it (anything else).
-        for (let index = 0; index < values.length; index++) {
-          const value = values[index]
-          Object.defineProperty(row, names[index]!, {
-            value: value === null ? null : parsers[index]!(value),
-            writable: true,
-            enumerable: true,
-            configurable: true,
-          })
-        }
-      } else {
-        for (let index = 0; index < values.length; index++) {
-          const value = values[index]
-          row[names[index]!] = value === null ? null : parsers[index]!(value)
-        }
+        if (protoColumn) Object.defineProperty(row, names[index]!, { ...OWN_PROPERTY, value: parsed })
+        else row[names[index]!] = parsed
       }
     } catch (error) {
       // As pg does: the query fails with this error once the server has finished answering it.
